@@ -1,0 +1,173 @@
+#pragma once
+// tensord's C++ client: tensors held by a remote daemon that feel local.
+//
+//   tensord::Client client({.address = "127.0.0.1:7450", .token = "..."});
+//   auto x = client.upload(tensord::Shape{2, 3}, data);
+//   auto y = relu(matmul(x, w));        // pipelined: no round trip yet
+//   std::vector<float> out = y.toHost();  // one round trip for the whole chain
+//
+// This directory is the whole public API; every other header in the project
+// is internal. A Client and the Tensors it made belong to the thread that
+// created the Client. Calls are pipelined: an error in a call (bad shape,
+// unknown op) surfaces as tensord::Error at the first blocking read of its
+// result (toHost, info, wait), naming the op and the argument.
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace tensord {
+
+enum class DType : uint8_t { F32, F16, BF16, I32, I64, U8, Bool };
+std::string_view dtypeName(DType dtype);
+uint32_t dtypeSize(DType dtype);
+
+using Shape = std::vector<int64_t>;
+using AttrValue = std::variant<int64_t, double, bool, std::string, std::vector<int64_t>, std::vector<double>>;
+using Attrs = std::vector<std::pair<std::string, AttrValue>>;
+
+// Default address and credential of a daemon on the shipped default config.
+inline constexpr std::string_view kDefaultAddress = "127.0.0.1:7450";
+inline constexpr std::string_view kDefaultToken = "tensord-local";
+
+class Error : public std::runtime_error {
+ public:
+  enum class Kind { kFailed, kOverloaded, kDisconnected, kUnimplemented };
+  Error(Kind kind, std::string message) : std::runtime_error(std::move(message)), kind_(kind) {}
+  Kind kind() const { return kind_; }
+
+ private:
+  Kind kind_;
+};
+
+struct DeviceInfo {
+  std::string name, kind, driver, apiVersion;
+  uint32_t vendorId = 0, deviceId = 0;
+  uint64_t memoryBytes = 0;
+};
+
+struct MemoryStats {
+  uint64_t liveBytes = 0, reservedBytes = 0, cachedBytes = 0, limitBytes = 0, tensorCount = 0, namedCount = 0;
+};
+
+struct DaemonInfo {
+  std::string version;
+  uint32_t protocolVersion = 0;
+  DeviceInfo device;
+  MemoryStats memory;
+  uint64_t opsExecuted = 0;
+  uint64_t maxTensorBytes = 0;
+  uint32_t chunkBytes = 0;
+};
+
+struct TensorInfo {
+  uint64_t id = 0;
+  std::string name;  // "" when unnamed
+  std::string owner;
+  DType dtype = DType::F32;
+  Shape shape;
+  uint64_t bytes = 0;
+};
+
+struct AttrSpec {
+  std::string name;
+  std::string type;  // "int", "float", "bool", "text", "ints", "floats"
+  bool required = false;
+  AttrValue defaultValue;
+  std::string doc;
+};
+
+struct OpInfo {
+  std::string name, category, doc, backward;
+  std::vector<std::string> inputs, outputs;
+  std::vector<AttrSpec> attrs;
+  std::vector<DType> dtypes;
+};
+
+// Called during long transfers with (bytes done, bytes total).
+using Progress = std::function<void(uint64_t done, uint64_t total)>;
+
+class Client;
+
+class Tensor {
+ public:
+  Tensor() = default;  // a null handle
+  explicit operator bool() const { return impl_ != nullptr; }
+
+  TensorInfo info() const;  // blocks; throws the error of the call that made it
+  DType dtype() const { return info().dtype; }
+  Shape shape() const { return info().shape; }
+
+  std::vector<std::byte> bytes(const Progress& progress = {}) const;  // blocks
+  std::vector<float> toHost() const;  // blocks; f32 tensors only
+  void wait() const;                  // blocks until the tensor exists (or throws)
+
+  // Names the tensor so it outlives this client; restore() finds it again.
+  void save(std::string_view name, bool overwrite = false) const;
+
+  Client& client() const;
+
+  struct Impl;
+
+ private:
+  friend class Client;
+  explicit Tensor(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+  std::shared_ptr<Impl> impl_;
+};
+
+struct ConnectOptions {
+  std::string address{kDefaultAddress};  // HOST:PORT
+  std::string token{kDefaultToken};
+};
+
+class Client {
+ public:
+  explicit Client(ConnectOptions options = {});  // connects and authenticates; throws Error
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  DaemonInfo info();
+  std::string whoami();
+  std::vector<OpInfo> ops();
+
+  Tensor upload(DType dtype, Shape shape, std::span<const std::byte> data, const Progress& progress = {});
+  Tensor upload(Shape shape, std::span<const float> data);
+
+  // Pipelined: returns at once; outputs can feed further calls immediately.
+  std::vector<Tensor> call(std::string_view op, std::vector<Tensor> inputs, Attrs attrs = {});
+  Tensor call1(std::string_view op, std::vector<Tensor> inputs, Attrs attrs = {});
+
+  Tensor restore(std::string_view name);  // pipelined
+  std::vector<TensorInfo> list();
+  void remove(std::string_view name);
+
+  struct Impl;
+  Impl& impl() { return *impl_; }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// Local-feeling op helpers; each is one pipelined call.
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& x);
+Tensor matmul(const Tensor& a, const Tensor& b);
+Tensor relu(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sum(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor mean(const Tensor& x, int64_t dim, bool keepdim = false);
+
+}  // namespace tensord

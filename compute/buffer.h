@@ -1,0 +1,34 @@
+#pragma once
+// A block of device memory holding one tensor. Buffers come from the
+// CachingAllocator and go back to it when the last shared_ptr drops, which
+// may happen on any thread.
+
+#include <cstdint>
+#include <string>
+
+namespace tensord::compute {
+
+class CachingAllocator;
+struct Block;
+
+class Buffer {
+ public:
+  Buffer(CachingAllocator& allocator, Block* block, uint64_t bytes, std::string owner);
+  ~Buffer();
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  uint64_t bytes() const { return bytes_; }          // logical size asked for
+  uint64_t capacity() const;                         // size of the block behind it
+  uint64_t deviceAddress() const;                    // for shaders (buffer_reference)
+  const std::string& owner() const { return owner_; }
+  Block& block() const { return *block_; }
+
+ private:
+  CachingAllocator& allocator_;  // must outlive every Buffer
+  Block* block_;
+  uint64_t bytes_;
+  std::string owner_;
+};
+
+}  // namespace tensord::compute

@@ -1,0 +1,136 @@
+#include "compute/command_stream.h"
+
+#include <future>
+
+#include "compute/device.h"
+#include "compute/kernel_cache.h"
+
+namespace tensord::compute {
+namespace {
+
+// Large enough to amortize a submit, small enough that completions of the
+// first jobs in a busy stream are not held back for long.
+constexpr size_t kMaxBatch = 256;
+
+constexpr auto kWorkStages = vk::PipelineStageFlagBits::eComputeShader | vk::PipelineStageFlagBits::eTransfer;
+constexpr auto kWriteAccess = vk::AccessFlagBits::eShaderWrite | vk::AccessFlagBits::eTransferWrite;
+constexpr auto kAllAccess = vk::AccessFlagBits::eShaderRead | vk::AccessFlagBits::eShaderWrite |
+                            vk::AccessFlagBits::eTransferRead | vk::AccessFlagBits::eTransferWrite;
+
+}  // namespace
+
+BatchRecorder::BatchRecorder(const vk::raii::CommandBuffer& cmd, KernelCache& kernels, uint32_t maxGroups)
+    : cmd_(cmd), kernels_(kernels), maxGroups_(maxGroups) {}
+
+void BatchRecorder::barrier() {
+  // One global barrier orders every command after everything before it.
+  // Coarse but correct; a hazard tracker can narrow it later.
+  if (first_) {
+    first_ = false;
+    return;
+  }
+  vk::MemoryBarrier mb{.srcAccessMask = kWriteAccess, .dstAccessMask = kAllAccess};
+  cmd_.pipelineBarrier(kWorkStages, kWorkStages, {}, mb, nullptr, nullptr);
+}
+
+void BatchRecorder::dispatch(const KernelSource& source, std::span<const std::byte> push, uint32_t gx, uint32_t gy,
+                             uint32_t gz) {
+  if (gx == 0 || gy == 0 || gz == 0) return;
+  const auto& pipeline = kernels_.pipeline(source);  // may compile; throws before recording
+  barrier();
+  cmd_.bindPipeline(vk::PipelineBindPoint::eCompute, *pipeline);
+  cmd_.pushConstants<std::byte>(*kernels_.layout(), vk::ShaderStageFlagBits::eCompute, 0, push);
+  cmd_.dispatch(gx, gy, gz);
+}
+
+void BatchRecorder::copy(vk::Buffer src, uint64_t srcOffset, vk::Buffer dst, uint64_t dstOffset, uint64_t bytes) {
+  if (bytes == 0) return;
+  barrier();
+  cmd_.copyBuffer(src, dst, vk::BufferCopy{.srcOffset = srcOffset, .dstOffset = dstOffset, .size = bytes});
+}
+
+CommandStream::CommandStream(const Device& device, KernelCache& kernels)
+    : device_(device),
+      kernels_(kernels),
+      pool_(device.device(), {.flags = vk::CommandPoolCreateFlagBits::eTransient,
+                              .queueFamilyIndex = device.queueFamily()}),
+      cmd_(std::move(vk::raii::CommandBuffers(device.device(), {.commandPool = *pool_,
+                                                                .level = vk::CommandBufferLevel::ePrimary,
+                                                                .commandBufferCount = 1})
+                         .front())),
+      fence_(device.device(), vk::FenceCreateInfo{}),
+      thread_([this] { run(); }) {}
+
+CommandStream::~CommandStream() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+void CommandStream::enqueue(Job job) {
+  {
+    std::lock_guard lock(mu_);
+    queue_.push_back(std::move(job));
+  }
+  wake_.notify_one();
+}
+
+void CommandStream::waitIdle() {
+  std::promise<void> idle;
+  enqueue({.record = {}, .done = [&](std::exception_ptr) { idle.set_value(); }});
+  idle.get_future().wait();
+}
+
+void CommandStream::run() {
+  std::deque<Job> batch;
+  for (;;) {
+    {
+      std::unique_lock lock(mu_);
+      wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping and drained
+      while (!queue_.empty() && batch.size() < kMaxBatch) {
+        batch.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+      }
+    }
+    runBatch(batch);
+    batch.clear();  // drops the buffers the jobs kept alive
+  }
+}
+
+void CommandStream::runBatch(std::deque<Job>& batch) {
+  std::vector<std::exception_ptr> errors(batch.size());
+  std::exception_ptr batchError;
+  try {
+    pool_.reset();
+    cmd_.begin({.flags = vk::CommandBufferUsageFlagBits::eOneTimeSubmit});
+    BatchRecorder recorder(cmd_, kernels_, device_.limits().maxComputeWorkGroupCount[0]);
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (!batch[i].record) continue;
+      try {
+        batch[i].record(recorder);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    }
+    // Make every write visible to the host (downloads read staging memory).
+    vk::MemoryBarrier toHost{.srcAccessMask = kWriteAccess, .dstAccessMask = vk::AccessFlagBits::eHostRead};
+    cmd_.pipelineBarrier(kWorkStages, vk::PipelineStageFlagBits::eHost, {}, toHost, nullptr, nullptr);
+    cmd_.end();
+    vkCall("vkQueueSubmit", [&] {
+      device_.queue().submit(vk::SubmitInfo{.commandBufferCount = 1, .pCommandBuffers = &*cmd_}, *fence_);
+    });
+    checkVk(device_.device().waitForFences(*fence_, true, UINT64_MAX), "vkWaitForFences");
+    device_.device().resetFences(*fence_);
+  } catch (...) {
+    batchError = std::current_exception();
+  }
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (batch[i].done) batch[i].done(errors[i] ? errors[i] : batchError);
+  }
+}
+
+}  // namespace tensord::compute

@@ -1,0 +1,73 @@
+#pragma once
+// CommandStream: the submit thread. Jobs are queued from any thread; the
+// thread takes everything queued (up to a batch limit), records it into one
+// command buffer with a barrier between jobs, submits it, waits for its fence
+// and then runs each job's completion. While one batch runs on the device the
+// next one collects, so many small ops share a submit.
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "compute/engine.h"
+#include "compute/recorder.h"
+#include "compute/vk.h"
+
+namespace tensord::compute {
+
+class Device;
+class KernelCache;
+class StagingPool;
+
+// Records device work; lives for one batch. Adds transfer commands to Recorder.
+class BatchRecorder final : public Recorder {
+ public:
+  BatchRecorder(const vk::raii::CommandBuffer& cmd, KernelCache& kernels, uint32_t maxGroups);
+  void dispatch(const KernelSource& source, std::span<const std::byte> push, uint32_t gx, uint32_t gy,
+                uint32_t gz) override;
+  using Recorder::dispatch;
+  uint32_t maxGroups() const override { return maxGroups_; }
+  void copy(vk::Buffer src, uint64_t srcOffset, vk::Buffer dst, uint64_t dstOffset, uint64_t bytes);
+
+ private:
+  void barrier();
+  const vk::raii::CommandBuffer& cmd_;
+  KernelCache& kernels_;
+  uint32_t maxGroups_;
+  bool first_ = true;
+};
+
+struct Job {
+  std::function<void(BatchRecorder&)> record;
+  Completion done;
+};
+
+class CommandStream {
+ public:
+  CommandStream(const Device& device, KernelCache& kernels);
+  ~CommandStream();  // finishes every queued job, then joins
+
+  void enqueue(Job job);
+  void waitIdle();
+
+ private:
+  void run();
+  void runBatch(std::deque<Job>& batch);
+
+  const Device& device_;
+  KernelCache& kernels_;
+  vk::raii::CommandPool pool_;
+  vk::raii::CommandBuffer cmd_;
+  vk::raii::Fence fence_;
+
+  std::mutex mu_;
+  std::condition_variable wake_;
+  std::deque<Job> queue_;  // GUARDED_BY(mu_)
+  bool stopping_ = false;  // GUARDED_BY(mu_)
+  std::thread thread_;     // last: starts after everything above exists
+};
+
+}  // namespace tensord::compute

@@ -1,0 +1,164 @@
+#include "compute/device.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <string_view>
+
+namespace tensord::compute {
+
+void checkVk(vk::Result result, std::string_view what) {
+  if (result == vk::Result::eSuccess) return;
+  std::string message = std::string(what) + " failed: " + vk::to_string(result);
+  if (result == vk::Result::eErrorOutOfDeviceMemory || result == vk::Result::eErrorOutOfHostMemory) {
+    throw ComputeError(ComputeError::Kind::kOutOfMemory, message);
+  }
+  throw ComputeError(ComputeError::Kind::kDevice, message);
+}
+
+namespace {
+
+std::string_view kindName(vk::PhysicalDeviceType type) {
+  switch (type) {
+    case vk::PhysicalDeviceType::eDiscreteGpu: return "discrete";
+    case vk::PhysicalDeviceType::eIntegratedGpu: return "integrated";
+    case vk::PhysicalDeviceType::eVirtualGpu: return "virtual";
+    case vk::PhysicalDeviceType::eCpu: return "cpu";
+    default: return "other";
+  }
+}
+
+int typeRank(vk::PhysicalDeviceType type) {
+  switch (type) {
+    case vk::PhysicalDeviceType::eDiscreteGpu: return 0;
+    case vk::PhysicalDeviceType::eIntegratedGpu: return 1;
+    case vk::PhysicalDeviceType::eVirtualGpu: return 2;
+    case vk::PhysicalDeviceType::eCpu: return 3;
+    default: return 4;
+  }
+}
+
+std::string versionStr(uint32_t v) {
+  return std::to_string(VK_API_VERSION_MAJOR(v)) + "." + std::to_string(VK_API_VERSION_MINOR(v)) + "." +
+         std::to_string(VK_API_VERSION_PATCH(v));
+}
+
+vk::raii::Instance makeInstance(const vk::raii::Context& context) {
+  vk::ApplicationInfo app{.pApplicationName = "tensord", .apiVersion = VK_API_VERSION_1_2};
+  return vkCall("vkCreateInstance", [&] { return vk::raii::Instance(context, {.pApplicationInfo = &app}); });
+}
+
+bool supportsCompute(const vk::raii::PhysicalDevice& pd) {
+  auto props = pd.getProperties();
+  if (props.apiVersion < VK_API_VERSION_1_2) return false;
+  auto features = pd.getFeatures2<vk::PhysicalDeviceFeatures2, vk::PhysicalDeviceVulkan12Features>();
+  return features.get<vk::PhysicalDeviceVulkan12Features>().bufferDeviceAddress;
+}
+
+vk::raii::PhysicalDevice choose(const vk::raii::Instance& instance, const std::string& selector) {
+  vk::raii::PhysicalDevices all(instance);
+  if (all.empty()) throw ComputeError(ComputeError::Kind::kDevice, "no Vulkan device found (install mesa-vulkan-drivers for the CPU device)");
+  std::string names;
+  for (size_t i = 0; i < all.size(); ++i) {
+    names += (i ? ", " : "") + std::to_string(i) + ": " + std::string(all[i].getProperties().deviceName.data());
+  }
+  if (!selector.empty()) {
+    bool numeric = std::all_of(selector.begin(), selector.end(), [](char c) { return c >= '0' && c <= '9'; });
+    for (size_t i = 0; i < all.size(); ++i) {
+      std::string name = all[i].getProperties().deviceName.data();
+      if (numeric ? std::stoul(selector) == i : name.find(selector) != std::string::npos) {
+        if (!supportsCompute(all[i])) {
+          throw ComputeError(ComputeError::Kind::kDevice, "device '" + name + "' lacks Vulkan 1.2 buffer device address");
+        }
+        return std::move(all[i]);
+      }
+    }
+    throw ComputeError(ComputeError::Kind::kDevice,
+                       "no Vulkan device matches '" + selector + "'; devices: " + names);
+  }
+  int best = -1;
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (!supportsCompute(all[i])) continue;
+    if (best < 0 || typeRank(all[i].getProperties().deviceType) < typeRank(all[best].getProperties().deviceType)) {
+      best = int(i);
+    }
+  }
+  if (best < 0) throw ComputeError(ComputeError::Kind::kDevice, "no Vulkan 1.2 device with buffer device address; devices: " + names);
+  return std::move(all[best]);
+}
+
+uint32_t computeQueueFamily(const vk::raii::PhysicalDevice& pd) {
+  auto families = pd.getQueueFamilyProperties();
+  // Prefer a compute queue without graphics (dedicated), else any compute queue.
+  for (int pass = 0; pass < 2; ++pass) {
+    for (uint32_t i = 0; i < families.size(); ++i) {
+      auto flags = families[i].queueFlags;
+      if (!(flags & vk::QueueFlagBits::eCompute)) continue;
+      if (pass == 0 && (flags & vk::QueueFlagBits::eGraphics)) continue;
+      return i;
+    }
+  }
+  throw ComputeError(ComputeError::Kind::kDevice, "device has no compute queue");
+}
+
+vk::raii::Device makeDevice(const vk::raii::PhysicalDevice& pd, uint32_t family) {
+  float priority = 1.0f;
+  vk::DeviceQueueCreateInfo queueInfo{.queueFamilyIndex = family, .queueCount = 1, .pQueuePriorities = &priority};
+  auto available = pd.getFeatures2<vk::PhysicalDeviceFeatures2, vk::PhysicalDeviceVulkan12Features>();
+  const auto& have = available.get<vk::PhysicalDeviceFeatures2>().features;
+  vk::PhysicalDeviceVulkan12Features v12{.bufferDeviceAddress = true};
+  vk::PhysicalDeviceFeatures2 features{.pNext = &v12};
+  features.features.shaderInt64 = have.shaderInt64;
+  vk::DeviceCreateInfo info{.pNext = &features, .queueCreateInfoCount = 1, .pQueueCreateInfos = &queueInfo};
+  return vkCall("vkCreateDevice", [&] { return vk::raii::Device(pd, info); });
+}
+
+}  // namespace
+
+Device::Device(const std::string& selector, spdlog::logger& log)
+    : instance_(makeInstance(context_)),
+      physical_(choose(instance_, selector)),
+      queueFamily_(computeQueueFamily(physical_)),
+      device_(makeDevice(physical_, queueFamily_)),
+      queue_(device_, queueFamily_, 0) {
+  auto props = physical_.getProperties2<vk::PhysicalDeviceProperties2, vk::PhysicalDeviceDriverProperties>();
+  const auto& p = props.get<vk::PhysicalDeviceProperties2>().properties;
+  const auto& driver = props.get<vk::PhysicalDeviceDriverProperties>();
+  limits_ = p.limits;
+  memory_ = physical_.getMemoryProperties();
+  std::copy(p.pipelineCacheUUID.begin(), p.pipelineCacheUUID.end(), pipelineCacheUuid_.begin());
+
+  info_.name = p.deviceName.data();
+  info_.kind = kindName(p.deviceType);
+  info_.vendorId = p.vendorID;
+  info_.deviceId = p.deviceID;
+  info_.driver = std::string(driver.driverName.data()) + " " + driver.driverInfo.data();
+  info_.apiVersion = versionStr(p.apiVersion);
+  for (uint32_t i = 0; i < memory_.memoryHeapCount; ++i) {
+    if (memory_.memoryHeaps[i].flags & vk::MemoryHeapFlagBits::eDeviceLocal) {
+      info_.memoryBytes = std::max<uint64_t>(info_.memoryBytes, memory_.memoryHeaps[i].size);
+    }
+  }
+  auto maint3 = physical_.getProperties2<vk::PhysicalDeviceProperties2, vk::PhysicalDeviceMaintenance3Properties>();
+  info_.maxAllocationBytes = maint3.get<vk::PhysicalDeviceMaintenance3Properties>().maxMemoryAllocationSize;
+
+  log.info("vulkan device: {} ({}, {}, Vulkan {}, {} MiB device-local)", info_.name, info_.kind, info_.driver,
+           info_.apiVersion, info_.memoryBytes >> 20);
+}
+
+uint32_t Device::memoryType(uint32_t typeBits, vk::MemoryPropertyFlags required,
+                            vk::MemoryPropertyFlags preferred) const {
+  int fallback = -1;
+  for (uint32_t i = 0; i < memory_.memoryTypeCount; ++i) {
+    if (!(typeBits & (1u << i))) continue;
+    auto flags = memory_.memoryTypes[i].propertyFlags;
+    if ((flags & required) != required) continue;
+    if ((flags & preferred) == preferred) return i;
+    if (fallback < 0) fallback = int(i);
+  }
+  if (fallback < 0) throw ComputeError(ComputeError::Kind::kDevice, "no suitable Vulkan memory type: " + vk::to_string(required));
+  return uint32_t(fallback);
+}
+
+}  // namespace tensord::compute

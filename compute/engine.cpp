@@ -1,0 +1,109 @@
+#include "compute/engine.h"
+
+#include <spdlog/spdlog.h>
+
+#include "compute/allocator.h"
+#include "compute/command_stream.h"
+#include "compute/device.h"
+#include "compute/kernel_cache.h"
+#include "compute/kernel_templates.h"
+#include "compute/op_table.h"
+#include "compute/staging.h"
+
+namespace tensord::compute {
+
+// Declaration order is teardown order, reversed: the stream finishes its jobs
+// (returning their buffers to the allocator) before anything else goes.
+struct Engine::Impl {
+  explicit Impl(EngineOptions options)
+      : log(options.logger),
+        device(options.device, *log),
+        allocator(device, options.memoryLimitBytes),
+        staging(device, options.stagingSlotBytes, options.stagingSlots),
+        kernels(device, options.cacheDir, *log),
+        stream(device, kernels) {}
+
+  std::shared_ptr<spdlog::logger> log;
+  Device device;
+  CachingAllocator allocator;
+  StagingPool staging;
+  OpTable ops;
+  KernelCache kernels;
+  CommandStream stream;
+};
+
+Engine::Engine(EngineOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+
+Engine::~Engine() {
+  impl_->stream.waitIdle();
+}
+
+const DeviceInfo& Engine::device() const { return impl_->device.info(); }
+const OpTable& Engine::ops() const { return impl_->ops; }
+
+std::shared_ptr<Buffer> Engine::allocate(uint64_t bytes, const std::string& owner) {
+  return impl_->allocator.allocate(bytes, owner);
+}
+
+MemoryStats Engine::memoryStats() const { return impl_->allocator.stats(); }
+uint64_t Engine::ownerBytes(const std::string& owner) const { return impl_->allocator.ownerBytes(owner); }
+
+void Engine::enqueueOp(const OpSpec& spec, std::vector<TensorView> inputs, std::vector<TensorView> outputs,
+                       Attrs attrs, Completion done) {
+  impl_->stream.enqueue(
+      {.record = [&spec, inputs = std::move(inputs), outputs = std::move(outputs),
+                  attrs = std::move(attrs)](BatchRecorder& r) { spec.kernel->record(r, inputs, outputs, attrs); },
+       .done = std::move(done)});
+}
+
+void Engine::enqueueCopy(std::shared_ptr<Buffer> src, std::shared_ptr<Buffer> dst, uint64_t bytes, Completion done) {
+  if (bytes > src->bytes() || bytes > dst->bytes()) {
+    throwInvalid("copy of " + std::to_string(bytes) + " bytes exceeds a buffer (" + std::to_string(src->bytes()) +
+                 " -> " + std::to_string(dst->bytes()) + ")");
+  }
+  impl_->stream.enqueue({.record =
+                             [src = std::move(src), dst = std::move(dst), bytes](BatchRecorder& r) {
+                               // Capacities are multiples of 256, so whole 16-byte words are in bounds.
+                               CopyPush push{src->deviceAddress(), dst->deviceAddress(), uint32_t((bytes + 15) / 16)};
+                               uint32_t groups = uint32_t(std::min<uint64_t>((push.count16 + 255) / 256, r.maxGroups()));
+                               r.dispatch(copyKernel(), push, groups);
+                             },
+                         .done = std::move(done)});
+}
+
+std::optional<StagingSlot> Engine::tryAcquireStaging() { return impl_->staging.tryAcquire(); }
+void Engine::releaseStaging(const StagingSlot& slot) { impl_->staging.release(slot); }
+uint64_t Engine::stagingSlotBytes() const { return impl_->staging.slotBytes(); }
+uint32_t Engine::stagingSlotCount() const { return impl_->staging.slotCount(); }
+
+void Engine::enqueueUpload(const StagingSlot& slot, uint64_t bytes, std::shared_ptr<Buffer> dst, uint64_t dstOffset,
+                           Completion done) {
+  if (bytes > slot.capacity || dstOffset + bytes > dst->bytes()) {
+    throwInvalid("upload of " + std::to_string(bytes) + " bytes at offset " + std::to_string(dstOffset) +
+                 " exceeds the tensor's " + std::to_string(dst->bytes()) + " bytes");
+  }
+  StagingPool& staging = impl_->staging;
+  impl_->stream.enqueue({.record =
+                             [&staging, slot, bytes, dst = std::move(dst), dstOffset](BatchRecorder& r) {
+                               r.copy(staging.buffer(), staging.offsetOf(slot), *dst->block().buffer, dstOffset, bytes);
+                             },
+                         .done = std::move(done)});
+}
+
+void Engine::enqueueDownload(std::shared_ptr<Buffer> src, uint64_t srcOffset, uint64_t bytes, const StagingSlot& slot,
+                             Completion done) {
+  if (bytes > slot.capacity || srcOffset + bytes > src->bytes()) {
+    throwInvalid("download of " + std::to_string(bytes) + " bytes at offset " + std::to_string(srcOffset) +
+                 " exceeds the tensor's " + std::to_string(src->bytes()) + " bytes");
+  }
+  StagingPool& staging = impl_->staging;
+  impl_->stream.enqueue({.record =
+                             [&staging, slot, bytes, src = std::move(src), srcOffset](BatchRecorder& r) {
+                               r.copy(*src->block().buffer, srcOffset, staging.buffer(), staging.offsetOf(slot), bytes);
+                             },
+                         .done = std::move(done)});
+}
+
+void Engine::waitIdle() { impl_->stream.waitIdle(); }
+
+}  // namespace tensord::compute

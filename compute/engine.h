@@ -1,0 +1,121 @@
+#pragma once
+// Engine: the face compute/ shows the server. It owns the Vulkan device, the
+// caching allocator, the staging pool, the kernel cache and the command stream.
+//
+// Threads: every method may be called from any thread. Work is recorded and
+// submitted on the engine's own submit thread; `Completion` callbacks run on
+// that thread and must not block. Buffers and staging slots handed to
+// enqueue* stay alive until their completion has run.
+
+#include <cstdint>
+#include <exception>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "compute/attrs.h"
+#include "compute/buffer.h"
+#include "compute/dtype.h"
+#include "compute/op_spec.h"
+
+namespace spdlog {
+class logger;
+}
+
+namespace tensord::compute {
+
+class OpTable;
+
+struct EngineOptions {
+  std::string device;                // "" = automatic; else index ("1") or name substring
+  std::filesystem::path cacheDir;    // SPIR-V and pipeline cache; "" = no disk cache
+  uint64_t memoryLimitBytes = 0;     // 0 = the device-local heap size
+  uint64_t stagingSlotBytes = 8u << 20;
+  uint32_t stagingSlots = 8;
+  std::shared_ptr<spdlog::logger> logger;  // required
+};
+
+struct DeviceInfo {
+  std::string name;
+  std::string kind;  // "discrete", "integrated", "virtual", "cpu", "other"
+  uint32_t vendorId = 0;
+  uint32_t deviceId = 0;
+  std::string driver;
+  std::string apiVersion;
+  uint64_t memoryBytes = 0;  // device-local heap
+  uint64_t maxAllocationBytes = 0;
+};
+
+struct MemoryStats {
+  uint64_t liveBytes = 0;      // logical bytes of live buffers
+  uint64_t reservedBytes = 0;  // device memory held, cache included
+  uint64_t cachedBytes = 0;    // free blocks kept for reuse
+  uint64_t limitBytes = 0;
+};
+
+// Called once when enqueued work finished; nullptr on success.
+using Completion = std::function<void(std::exception_ptr error)>;
+
+struct TensorView {
+  TensorDesc desc;
+  std::shared_ptr<Buffer> buffer;
+};
+
+// A host-visible region used for transfers. Slots are few and fixed in size;
+// acquire one, fill it (upload) or have the device fill it (download), and
+// release it once the transfer's completion ran.
+struct StagingSlot {
+  uint32_t index;
+  std::byte* data;
+  uint64_t capacity;
+};
+
+class Engine {
+ public:
+  explicit Engine(EngineOptions options);
+  ~Engine();  // waits for enqueued work, then saves the pipeline cache
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  const DeviceInfo& device() const;
+  const OpTable& ops() const;
+
+  // Device memory for one tensor, charged to `owner`. Throws
+  // ComputeError(kOutOfMemory) when the limit or the device is exhausted.
+  std::shared_ptr<Buffer> allocate(uint64_t bytes, const std::string& owner);
+  MemoryStats memoryStats() const;
+  uint64_t ownerBytes(const std::string& owner) const;
+
+  // Runs `spec` on the device: inputs and outputs are already validated and
+  // allocated (see inferOutputs). Ordered after everything enqueued before.
+  void enqueueOp(const OpSpec& spec, std::vector<TensorView> inputs, std::vector<TensorView> outputs, Attrs attrs,
+                 Completion done);
+
+  // Device-to-device copy (a compute shader, not vkCmdCopyBuffer).
+  void enqueueCopy(std::shared_ptr<Buffer> src, std::shared_ptr<Buffer> dst, uint64_t bytes, Completion done);
+
+  // Staging slots: tryAcquireStaging returns nullopt when all are in use.
+  std::optional<StagingSlot> tryAcquireStaging();
+  void releaseStaging(const StagingSlot& slot);
+  uint64_t stagingSlotBytes() const;
+  uint32_t stagingSlotCount() const;
+
+  // slot[0, bytes) -> dst[dstOffset, +bytes)
+  void enqueueUpload(const StagingSlot& slot, uint64_t bytes, std::shared_ptr<Buffer> dst, uint64_t dstOffset,
+                     Completion done);
+  // src[srcOffset, +bytes) -> slot[0, bytes)
+  void enqueueDownload(std::shared_ptr<Buffer> src, uint64_t srcOffset, uint64_t bytes, const StagingSlot& slot,
+                       Completion done);
+
+  // Blocks until everything enqueued so far has completed.
+  void waitIdle();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tensord::compute

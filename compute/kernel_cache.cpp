@@ -1,0 +1,160 @@
+#include "compute/kernel_cache.h"
+
+#include <glslang/Public/ResourceLimits.h>
+#include <glslang/Public/ShaderLang.h>
+#include <glslang/SPIRV/GlslangToSpv.h>
+#include <openssl/sha.h>
+#include <spdlog/spdlog.h>
+
+#include <fstream>
+#include <iterator>
+
+#include "compute/device.h"
+
+namespace tensord::compute {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string hex(const uint8_t* data, size_t n) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string s;
+  for (size_t i = 0; i < n; ++i) {
+    s += kDigits[data[i] >> 4];
+    s += kDigits[data[i] & 15];
+  }
+  return s;
+}
+
+std::string sourceKey(const std::string& glsl) {
+  // The compiler's version is part of the key: a new glslang recompiles.
+  std::string keyed = glsl + "\n// glslang " + std::to_string(glslang::GetKhronosToolId()) + " " +
+                      glslang::GetEsslVersionString() + " spv1.5";
+  uint8_t digest[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const uint8_t*>(keyed.data()), keyed.size(), digest);
+  return hex(digest, sizeof digest);
+}
+
+std::vector<char> readFile(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return {};
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// Writes via a temporary file and rename, so a crash never leaves half a file.
+void writeFile(const fs::path& path, const void* data, size_t bytes) {
+  fs::path tmp = path;
+  tmp += ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out.write(static_cast<const char*>(data), std::streamsize(bytes));
+    if (!out) return;
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+}
+
+void initGlslangOnce() {
+  // glslang keeps process-wide tables; they must be built exactly once.
+  static const bool initialized = glslang::InitializeProcess();
+  (void)initialized;
+}
+
+vk::raii::PipelineLayout makeLayout(const Device& device) {
+  vk::PushConstantRange range{.stageFlags = vk::ShaderStageFlagBits::eCompute, .offset = 0, .size = kMaxPushBytes};
+  return vk::raii::PipelineLayout(device.device(), {.pushConstantRangeCount = 1, .pPushConstantRanges = &range});
+}
+
+fs::path pipelineCachePath(const fs::path& dir, const Device& device) {
+  return dir / ("pipelines-" + hex(device.pipelineCacheUuid().data(), 16) + ".bin");
+}
+
+vk::raii::PipelineCache makePipelineCache(const Device& device, const fs::path& dir, spdlog::logger& log) {
+  std::vector<char> data;
+  if (!dir.empty()) data = readFile(pipelineCachePath(dir, device));
+  // The driver validates the header (vendor, device, UUID) and ignores a stale file.
+  try {
+    return vk::raii::PipelineCache(device.device(), {.initialDataSize = data.size(), .pInitialData = data.data()});
+  } catch (const vk::SystemError&) {
+    log.warn("ignoring unusable pipeline cache file");
+    return vk::raii::PipelineCache(device.device(), vk::PipelineCacheCreateInfo{});
+  }
+}
+
+}  // namespace
+
+std::vector<uint32_t> compileGlsl(const std::string& name, const std::string& glsl) {
+  initGlslangOnce();
+  glslang::TShader shader(EShLangCompute);
+  const char* text = glsl.c_str();
+  const char* names = name.c_str();
+  shader.setStringsWithLengthsAndNames(&text, nullptr, &names, 1);
+  shader.setEnvInput(glslang::EShSourceGlsl, EShLangCompute, glslang::EShClientVulkan, 100);
+  shader.setEnvClient(glslang::EShClientVulkan, glslang::EShTargetVulkan_1_2);
+  shader.setEnvTarget(glslang::EShTargetSpv, glslang::EShTargetSpv_1_5);
+  auto messages = EShMessages(EShMsgSpvRules | EShMsgVulkanRules);
+  if (!shader.parse(GetDefaultResources(), 460, false, messages)) {
+    throw ComputeError(ComputeError::Kind::kInvalid, "kernel '" + name + "' does not compile: " + shader.getInfoLog());
+  }
+  glslang::TProgram program;
+  program.addShader(&shader);
+  if (!program.link(messages)) {
+    throw ComputeError(ComputeError::Kind::kInvalid, "kernel '" + name + "' does not link: " + program.getInfoLog());
+  }
+  std::vector<uint32_t> spirv;
+  glslang::SpvOptions options;
+  options.disableOptimizer = false;
+  glslang::GlslangToSpv(*program.getIntermediate(EShLangCompute), spirv, &options);
+  return spirv;
+}
+
+KernelCache::KernelCache(const Device& device, fs::path cacheDir, spdlog::logger& log)
+    : device_(device),
+      cacheDir_(std::move(cacheDir)),
+      log_(log),
+      layout_(makeLayout(device)),
+      pipelineCache_(makePipelineCache(device, cacheDir_, log)) {
+  if (!cacheDir_.empty()) fs::create_directories(cacheDir_ / "spirv");
+}
+
+KernelCache::~KernelCache() { savePipelineCache(); }
+
+void KernelCache::savePipelineCache() {
+  if (cacheDir_.empty()) return;
+  std::lock_guard lock(mu_);
+  auto data = pipelineCache_.getData();
+  writeFile(pipelineCachePath(cacheDir_, device_), data.data(), data.size());
+}
+
+std::vector<uint32_t> KernelCache::spirv(const KernelSource& source) {
+  fs::path file;
+  if (!cacheDir_.empty()) {
+    file = cacheDir_ / "spirv" / (sourceKey(source.glsl) + ".spv");
+    auto bytes = readFile(file);
+    if (!bytes.empty() && bytes.size() % 4 == 0) {
+      std::vector<uint32_t> words(bytes.size() / 4);
+      std::memcpy(words.data(), bytes.data(), bytes.size());
+      return words;
+    }
+  }
+  auto words = compileGlsl(source.name, source.glsl);
+  if (!file.empty()) writeFile(file, words.data(), words.size() * 4);
+  log_.debug("compiled kernel {} ({} words)", source.name, words.size());
+  return words;
+}
+
+const vk::raii::Pipeline& KernelCache::pipeline(const KernelSource& source) {
+  std::lock_guard lock(mu_);
+  auto& slot = pipelines_[&source];
+  if (slot) return *slot;
+  auto words = spirv(source);
+  vk::raii::ShaderModule module(device_.device(), {.codeSize = words.size() * 4, .pCode = words.data()});
+  vk::ComputePipelineCreateInfo info{
+      .stage = {.stage = vk::ShaderStageFlagBits::eCompute, .module = *module, .pName = "main"},
+      .layout = *layout_};
+  slot = std::make_unique<vk::raii::Pipeline>(
+      vkCall("vkCreateComputePipelines", [&] { return vk::raii::Pipeline(device_.device(), pipelineCache_, info); }));
+  return *slot;
+}
+
+}  // namespace tensord::compute

@@ -1,0 +1,52 @@
+#pragma once
+// KernelCache: GLSL -> SPIR-V (glslang) -> compute pipeline, cached three
+// ways: pipelines in memory; SPIR-V on disk under <cacheDir>/spirv keyed by a
+// hash of the source and the compiler version; the VkPipelineCache on disk
+// under <cacheDir>/pipelines-<driver uuid>.bin, so a restart compiles
+// nothing. All kernels share one pipeline layout: push constants only.
+//
+// Thread-safe; pipelines live as long as the cache.
+
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "compute/recorder.h"
+#include "compute/vk.h"
+
+namespace spdlog {
+class logger;
+}
+
+namespace tensord::compute {
+
+class Device;
+
+// Compiles one GLSL compute shader; throws ComputeError with glslang's log.
+std::vector<uint32_t> compileGlsl(const std::string& name, const std::string& glsl);
+
+class KernelCache {
+ public:
+  KernelCache(const Device& device, std::filesystem::path cacheDir, spdlog::logger& log);
+  ~KernelCache();  // saves the pipeline cache
+
+  const vk::raii::Pipeline& pipeline(const KernelSource& source);
+  const vk::raii::PipelineLayout& layout() const { return layout_; }
+  void savePipelineCache();
+
+ private:
+  std::vector<uint32_t> spirv(const KernelSource& source);
+
+  const Device& device_;
+  std::filesystem::path cacheDir_;
+  spdlog::logger& log_;
+  vk::raii::PipelineLayout layout_;
+  vk::raii::PipelineCache pipelineCache_;
+
+  std::mutex mu_;
+  std::unordered_map<const KernelSource*, std::unique_ptr<vk::raii::Pipeline>> pipelines_;  // GUARDED_BY(mu_)
+};
+
+}  // namespace tensord::compute

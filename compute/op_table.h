@@ -1,0 +1,22 @@
+#pragma once
+// The registry of built-in ops, built from the declarative table in op_table.cpp.
+
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "compute/op_spec.h"
+
+namespace tensord::compute {
+
+class OpTable {
+ public:
+  OpTable();  // the built-in ops
+  const OpSpec* find(std::string_view name) const;  // nullptr if unknown
+  std::span<const OpSpec> all() const { return ops_; }
+
+ private:
+  std::vector<OpSpec> ops_;  // sorted by name
+};
+
+}  // namespace tensord::compute

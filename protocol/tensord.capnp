@@ -1,0 +1,168 @@
+# tensord wire contract.
+#
+# Compatibility rules: the file id below never changes; fields, enumerants and
+# methods are only ever appended (new ordinals), never renumbered or removed.
+# `Daemon.info` reports `protocolVersion`; bump it when something is appended.
+
+@0xbd2f239089867d59;
+
+$import "/capnp/c++.capnp".namespace("tensord::proto");
+
+const protocolVersion :UInt32 = 1;
+
+# ---------------------------------------------------------------- data types
+
+enum DType {
+  f32 @0;
+  f16 @1;
+  bf16 @2;
+  i32 @3;
+  i64 @4;
+  u8 @5;
+  bool @6;
+}
+
+struct TensorDesc {
+  dtype @0 :DType;
+  shape @1 :List(Int64);
+}
+
+struct AttrValue {
+  union {
+    int @0 :Int64;
+    float @1 :Float64;
+    bool @2 :Bool;
+    text @3 :Text;
+    ints @4 :List(Int64);
+    floats @5 :List(Float64);
+  }
+}
+
+struct Attr {
+  name @0 :Text;
+  value @1 :AttrValue;
+}
+
+# ------------------------------------------------------------- introspection
+
+enum AttrType {
+  int @0;
+  float @1;
+  bool @2;
+  text @3;
+  ints @4;
+  floats @5;
+}
+
+struct AttrSpec {
+  name @0 :Text;
+  type @1 :AttrType;
+  required @2 :Bool;
+  default @3 :AttrValue;   # meaningful only when `required` is false
+  doc @4 :Text;
+}
+
+struct OpSpec {
+  name @0 :Text;
+  category @1 :Text;       # "elementwise", "reduction", "linalg", ...
+  inputs @2 :List(Text);   # input names, in call order
+  outputs @3 :List(Text);
+  attrs @4 :List(AttrSpec);
+  dtypes @5 :List(DType);  # dtypes the op accepts
+  doc @6 :Text;
+  backward @7 :Text;       # name of the op computing its gradient, "" if none
+}
+
+struct DeviceInfo {
+  name @0 :Text;
+  kind @1 :Text;           # "discrete", "integrated", "virtual", "cpu", "other"
+  vendorId @2 :UInt32;
+  deviceId @3 :UInt32;
+  driver @4 :Text;
+  apiVersion @5 :Text;
+  memoryBytes @6 :UInt64;  # size of the device-local heap
+}
+
+struct MemoryStats {
+  liveBytes @0 :UInt64;    # bytes of live tensors (logical sizes)
+  reservedBytes @1 :UInt64;# device memory held by the allocator, cache included
+  cachedBytes @2 :UInt64;  # part of reserved that is free for reuse
+  limitBytes @3 :UInt64;   # configured ceiling for tensor memory
+  tensorCount @4 :UInt64;
+  namedCount @5 :UInt64;
+}
+
+struct DaemonInfo {
+  version @0 :Text;
+  protocolVersion @1 :UInt32;
+  device @2 :DeviceInfo;
+  memory @3 :MemoryStats;
+  opsExecuted @4 :UInt64;  # op calls enqueued since start, all sessions
+  maxTensorBytes @5 :UInt64;
+  chunkBytes @6 :UInt32;   # preferred size of one upload/download chunk
+}
+
+struct TensorInfo {
+  id @0 :UInt64;
+  name @1 :Text;           # "" for an unnamed (ephemeral) tensor
+  owner @2 :Text;          # principal that created it
+  desc @3 :TensorDesc;
+  bytes @4 :UInt64;
+}
+
+# ---------------------------------------------------------------- interfaces
+
+interface Daemon {
+  # The bootstrap capability. It only identifies the daemon and authenticates;
+  # all work hangs off the Session it returns.
+
+  info @0 () -> (info :DaemonInfo);
+  authenticate @1 (token :Text) -> (session :Session, principal :Text);
+}
+
+interface Tensor {
+  # A handle to a tensor held by the daemon. Dropping the last reference to an
+  # unnamed tensor frees it.
+
+  info @0 () -> (info :TensorInfo);
+  download @1 (sink :ByteSink, offset :UInt64, length :UInt64) -> ();
+  # Streams bytes [offset, offset+length) to `sink` in chunks, then calls
+  # sink.done(). length 0 means "to the end". Returns after done() returned.
+  save @2 (name :Text, overwrite :Bool) -> ();
+  # Gives the tensor a persistent name; it then lives until deleted.
+}
+
+interface ByteSink {
+  write @0 (data :Data) -> stream;
+  done @1 () -> ();
+}
+
+interface TensorWriter {
+  # Returned by Session.upload. Bytes arrive in order through write(); commit()
+  # checks the byte count and yields the tensor.
+  write @0 (data :Data) -> stream;
+  commit @1 () -> (tensor :Tensor);
+}
+
+interface OpResults {
+  get @0 (index :UInt32) -> (tensor :Tensor);
+}
+
+interface Session {
+  # Bound to one authenticated principal.
+
+  whoami @0 () -> (principal :Text);
+  info @1 () -> (info :DaemonInfo);
+  listOps @2 () -> (ops :List(OpSpec));
+  call @3 (op :Text, inputs :List(Tensor), attrs :List(Attr))
+      -> (output :Tensor, outputs :List(Tensor), results :OpResults);
+  # `output` is the first output; `outputs` all of them. Cap'n Proto can only
+  # pipeline on struct fields, not list elements, so chain on `output`, or on
+  # `results.get(i)` for the other outputs of a multi-output op: both can be
+  # used before this call returns.
+  upload @4 (desc :TensorDesc) -> (writer :TensorWriter);
+  restore @5 (name :Text) -> (tensor :Tensor);
+  listTensors @6 () -> (tensors :List(TensorInfo));
+  # Named tensors plus this session's live unnamed ones.
+  deleteTensor @7 (name :Text) -> ();
+}

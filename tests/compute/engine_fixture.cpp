@@ -1,0 +1,108 @@
+#include "tests/compute/engine_fixture.h"
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <cstring>
+#include <filesystem>
+#include <future>
+
+#include "compute/error.h"
+
+namespace tensord::compute::testing {
+
+std::unique_ptr<Engine> EngineTest::engine_;
+
+void EngineTest::SetUpTestSuite() {
+  if (engine_) return;
+  auto log = spdlog::stderr_color_mt("compute-test");
+  log->set_level(spdlog::level::warn);
+  EngineOptions options;
+  if (const char* device = std::getenv("TENSORD_TEST_DEVICE")) options.device = device;
+  options.cacheDir = std::filesystem::temp_directory_path() / "tensord-compute-test-cache";
+  options.stagingSlotBytes = 4u << 20;
+  options.stagingSlots = 4;
+  options.logger = log;
+  engine_ = std::make_unique<Engine>(options);
+}
+
+void EngineTest::TearDownTestSuite() {}
+
+std::mt19937& EngineTest::rng() {
+  static std::mt19937 gen(1234);
+  return gen;
+}
+
+std::vector<float> EngineTest::randomData(size_t n, float lo, float hi) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng());
+  return v;
+}
+
+namespace {
+
+// Runs one enqueue* call and waits for its completion, rethrowing its error.
+template <typename Fn>
+void blocking(Fn&& enqueue) {
+  std::promise<void> done;
+  enqueue([&](std::exception_ptr e) {
+    if (e) done.set_exception(e);
+    else done.set_value();
+  });
+  done.get_future().get();
+}
+
+StagingSlot acquire(Engine& engine) {
+  auto slot = engine.tryAcquireStaging();
+  if (!slot) throw std::runtime_error("no staging slot free in a single-threaded test");
+  return *slot;
+}
+
+}  // namespace
+
+TensorView EngineTest::upload(const Shape& shape, const std::vector<float>& data, const std::string& owner) {
+  TensorView view{TensorDesc{DType::F32, shape}, nullptr};
+  EXPECT_EQ(uint64_t(view.desc.numel()), data.size());
+  view.buffer = engine().allocate(view.desc.bytes(), owner);
+  StagingSlot slot = acquire(engine());
+  const auto* bytes = reinterpret_cast<const std::byte*>(data.data());
+  for (uint64_t off = 0; off < view.desc.bytes(); off += slot.capacity) {
+    uint64_t n = std::min<uint64_t>(slot.capacity, view.desc.bytes() - off);
+    std::memcpy(slot.data, bytes + off, n);
+    blocking([&](Completion c) { engine().enqueueUpload(slot, n, view.buffer, off, std::move(c)); });
+  }
+  engine().releaseStaging(slot);
+  return view;
+}
+
+std::vector<float> EngineTest::download(const TensorView& tensor) {
+  std::vector<float> out(size_t(tensor.desc.numel()));
+  auto* bytes = reinterpret_cast<std::byte*>(out.data());
+  StagingSlot slot = acquire(engine());
+  for (uint64_t off = 0; off < tensor.desc.bytes(); off += slot.capacity) {
+    uint64_t n = std::min<uint64_t>(slot.capacity, tensor.desc.bytes() - off);
+    blocking([&](Completion c) { engine().enqueueDownload(tensor.buffer, off, n, slot, std::move(c)); });
+    std::memcpy(bytes + off, slot.data, n);
+  }
+  engine().releaseStaging(slot);
+  return out;
+}
+
+std::vector<TensorView> EngineTest::run(const std::string& op, std::vector<TensorView> inputs,
+                                        const std::vector<std::pair<std::string, AttrValue>>& given) {
+  const OpSpec* spec = engine().ops().find(op);
+  if (!spec) throw ComputeError(ComputeError::Kind::kUnsupported, "unknown op '" + op + "'");
+  Attrs attrs = validateAttrs(*spec, given);
+  std::vector<TensorDesc> descs;
+  for (const auto& in : inputs) descs.push_back(in.desc);
+  std::vector<TensorView> outputs;
+  for (auto& desc : inferOutputs(*spec, descs, attrs)) {
+    auto buffer = engine().allocate(desc.bytes(), "test");
+    outputs.push_back({std::move(desc), std::move(buffer)});
+  }
+  blocking([&](Completion c) { engine().enqueueOp(*spec, inputs, outputs, attrs, std::move(c)); });
+  return outputs;
+}
+
+}  // namespace tensord::compute::testing

@@ -1,0 +1,37 @@
+#pragma once
+// A real Engine on the test machine's Vulkan device (lavapipe without a GPU;
+// TENSORD_TEST_DEVICE picks another), plus blocking transfer helpers.
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "compute/engine.h"
+#include "compute/op_table.h"
+
+namespace tensord::compute::testing {
+
+class EngineTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite();
+  static void TearDownTestSuite();
+  static Engine& engine() { return *engine_; }
+
+  // Blocking helpers; they throw what the engine throws.
+  static TensorView upload(const Shape& shape, const std::vector<float>& data, const std::string& owner = "test");
+  static std::vector<float> download(const TensorView& tensor);
+  // Validates, allocates and runs `op`, waiting for completion.
+  static std::vector<TensorView> run(const std::string& op, std::vector<TensorView> inputs,
+                                     const std::vector<std::pair<std::string, AttrValue>>& attrs = {});
+
+  static std::vector<float> randomData(size_t n, float lo = -1.0f, float hi = 1.0f);
+
+  static std::mt19937& rng();
+
+ private:
+  static std::unique_ptr<Engine> engine_;
+};
+
+}  // namespace tensord::compute::testing

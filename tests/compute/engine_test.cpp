@@ -1,0 +1,62 @@
+// Engine behaviour beyond single ops: ordering, shader copies, transfers.
+
+#include <cstring>
+#include <future>
+
+#include "compute/error.h"
+#include "tests/compute/engine_fixture.h"
+
+namespace tensord::compute::testing {
+namespace {
+
+TEST_F(EngineTest, ChainedOpsSeeEachOthersResultsWithoutWaiting) {
+  // Enqueue a chain without waiting in between: the in-order stream must
+  // order each op after the one that produced its input.
+  auto x = randomData(4096);
+  TensorView t = upload({4096}, x);
+  const OpSpec& add = *engine().ops().find("add");
+  std::vector<TensorView> chain{t};
+  for (int i = 0; i < 50; ++i) {
+    TensorView out{t.desc, engine().allocate(t.desc.bytes(), "test")};
+    engine().enqueueOp(add, {chain.back(), t}, {out}, validateAttrs(add, {}), nullptr);
+    chain.push_back(out);
+  }
+  auto y = download(chain.back());
+  // 50 rounded adds: within 1e-5 relative of the exact 51x.
+  for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(y[i], 51 * x[i], 1e-5 * std::abs(51 * x[i])) << i;
+}
+
+TEST_F(EngineTest, ShaderCopyCopiesOddSizes) {
+  for (uint64_t n : {1ull, 3ull, 1000ull, 1'000'003ull}) {
+    auto x = randomData(n);
+    TensorView src = upload({int64_t(n)}, x);
+    TensorView dst{src.desc, engine().allocate(src.desc.bytes(), "test")};
+    std::promise<void> done;
+    engine().enqueueCopy(src.buffer, dst.buffer, src.desc.bytes(), [&](std::exception_ptr) { done.set_value(); });
+    done.get_future().wait();
+    EXPECT_EQ(download(dst), x) << n;
+  }
+}
+
+TEST_F(EngineTest, TransfersLargerThanStagingRoundTrip) {
+  // 10 MiB through 4 MiB staging slots.
+  auto x = randomData(10 * 262'144 + 7);
+  EXPECT_EQ(download(upload({int64_t(x.size())}, x)), x);
+}
+
+TEST_F(EngineTest, TransferPastTheEndIsRejected) {
+  TensorView t{TensorDesc{DType::F32, {4}}, engine().allocate(16, "test")};
+  auto slot = engine().tryAcquireStaging();
+  ASSERT_TRUE(slot);
+  EXPECT_THROW(engine().enqueueUpload(*slot, 32, t.buffer, 0, nullptr), ComputeError);
+  EXPECT_THROW(engine().enqueueDownload(t.buffer, 8, 16, *slot, nullptr), ComputeError);
+  engine().releaseStaging(*slot);
+}
+
+TEST_F(EngineTest, DeviceIsNamed) {
+  EXPECT_FALSE(engine().device().name.empty());
+  EXPECT_GT(engine().device().memoryBytes, 0u);
+}
+
+}  // namespace
+}  // namespace tensord::compute::testing
