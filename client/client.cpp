@@ -1,0 +1,88 @@
+// The Client facade: session-level requests over one Connection.
+
+#include "client/connection.h"
+#include "client/transfer.h"
+#include "client/wire.h"
+
+namespace tensord {
+
+Client::Client(ConnectOptions options) : impl_(std::make_unique<Impl>()) {
+  impl_->conn = std::make_shared<detail::Connection>(std::move(options.address), options.token);
+  impl_->conn->owner = this;
+}
+
+Client::~Client() {
+  // Tensors may outlive the facade; they keep the connection, not the Client.
+  if (impl_ && impl_->conn) impl_->conn->owner = nullptr;
+}
+
+DaemonInfo Client::info() {
+  auto& conn = *impl_->conn;
+  return conn.guard([&] {
+    auto response = conn.session().infoRequest().send().wait(conn.waitScope());
+    return wire::fromWire(response.getInfo());
+  });
+}
+
+std::string Client::whoami() {
+  auto& conn = *impl_->conn;
+  return conn.guard([&] {
+    auto response = conn.session().whoamiRequest().send().wait(conn.waitScope());
+    return std::string(response.getPrincipal().cStr());
+  });
+}
+
+std::vector<OpInfo> Client::ops() { return impl_->conn->ops(); }
+
+Tensor Client::upload(DType dtype, Shape shape, std::span<const std::byte> data, const Progress& progress) {
+  return detail::upload(impl_->conn, dtype, shape, data, progress);
+}
+
+Tensor Client::upload(Shape shape, std::span<const float> data) {
+  return detail::upload(impl_->conn, DType::F32, shape, std::as_bytes(data), {});
+}
+
+std::vector<Tensor> Client::call(std::string_view op, std::vector<Tensor> inputs, Attrs attrs) {
+  size_t count = impl_->conn->outputCount(op);
+  return detail::callOp(impl_->conn, op, inputs, attrs, count);
+}
+
+Tensor Client::call1(std::string_view op, std::vector<Tensor> inputs, Attrs attrs) {
+  return detail::callOp(impl_->conn, op, inputs, attrs, 1).front();
+}
+
+Tensor Client::restore(std::string_view name) {
+  auto& conn = impl_->conn;
+  return conn->guard([&] {
+    auto request = conn->session().restoreRequest();
+    request.setName(std::string(name));
+    auto restored = request.send();
+    proto::Tensor::Client cap = restored.getTensor();
+    auto origin =
+        std::make_shared<detail::PendingCall>(restored.then([](capnp::Response<proto::Session::RestoreResults>&&) {}));
+    Tensor tensor = detail::makeTensor(conn, std::move(origin), std::move(cap));
+    conn->flush();
+    return tensor;
+  });
+}
+
+std::vector<TensorInfo> Client::list() {
+  auto& conn = *impl_->conn;
+  return conn.guard([&] {
+    auto response = conn.session().listTensorsRequest().send().wait(conn.waitScope());
+    std::vector<TensorInfo> out;
+    for (auto info : response.getTensors()) out.push_back(wire::fromWire(info));
+    return out;
+  });
+}
+
+void Client::remove(std::string_view name) {
+  auto& conn = *impl_->conn;
+  conn.guard([&] {
+    auto request = conn.session().deleteTensorRequest();
+    request.setName(std::string(name));
+    request.send().wait(conn.waitScope());
+  });
+}
+
+}  // namespace tensord

@@ -1,0 +1,132 @@
+#pragma once
+// An authenticated Cap'n Proto connection to one daemon. Internal.
+//
+// Lifetime: shared (std::shared_ptr) by the Client that opened it and by every
+// Tensor made through it, so capabilities are always dropped while the RPC
+// system and the event loop still exist, whatever order the user destroys
+// things in. Thread: only the thread that created it (KJ's event loop is per
+// thread; every Client of one thread shares that thread's loop).
+
+#include <capnp/rpc-twoparty.h>
+#include <kj/async-io.h>
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "client/errors.h"
+#include "protocol/tensord.capnp.h"
+#include "tensord/client.h"
+
+namespace tensord::detail {
+
+// The calling thread's KJ async-io context, created on first use and kept
+// while any connection of the thread holds it.
+std::shared_ptr<kj::AsyncIoContext> threadIoContext();
+
+class Connection {
+ public:
+  // Connects to `address` (HOST:PORT) and authenticates with `token`; throws
+  // Error (kDisconnected when the daemon cannot be reached). Blocks for one
+  // round trip, which also prefetches the op table.
+  Connection(std::string address, std::string_view token);
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  kj::WaitScope& waitScope() { return io_->waitScope; }
+  proto::Session::Client& session() { return session_; }
+  const std::string& address() const { return address_; }
+  const std::string& principal() const { return principal_; }
+
+  // Runs `body`, turning KJ exceptions into tensord::Error.
+  template <typename F>
+  auto guard(F&& body) -> decltype(body()) {
+    try {
+      return body();
+    } catch (const kj::Exception& e) {
+      throw errors::toError(e, address_);
+    }
+  }
+
+  // Lets the event loop send what pipelined calls queued, without blocking.
+  void flush();
+
+  // The daemon's op table. The first call returns the table prefetched while
+  // connecting; later calls ask the daemon again.
+  std::vector<OpInfo> ops();
+
+  // How many outputs `op` has, from the cached op table (asked again once when
+  // the op is not in it); 1 for an op the daemon does not list.
+  size_t outputCount(std::string_view op);
+
+  // The Client facade that owns this connection; null once it is destroyed.
+  Client* owner = nullptr;
+
+ private:
+  std::vector<OpInfo> fetchOps();  // asks the daemon; refreshes the cache
+  void cacheOps(const std::vector<OpInfo>& ops);
+
+  // Declaration order is teardown order (reversed): capabilities first, then
+  // the RPC system, the network, the socket and last the event loop.
+  std::shared_ptr<kj::AsyncIoContext> io_;
+  kj::Own<kj::AsyncIoStream> stream_;
+  kj::Own<capnp::TwoPartyVatNetwork> network_;
+  kj::Own<capnp::RpcSystem<capnp::rpc::twoparty::VatId>> rpc_;
+  proto::Daemon::Client daemon_ = nullptr;
+  proto::Session::Client session_ = nullptr;
+
+  std::string address_;
+  std::string principal_;
+  std::optional<std::vector<OpInfo>> prefetchedOps_;
+  std::map<std::string, size_t, std::less<>> outputCounts_;
+  std::set<std::string, std::less<>> askedAgain_;
+};
+
+// The response of the call that made one or more tensors (all outputs of one
+// call share it). Kept so that wait() can observe the call's completion and
+// its error; the pipelined capabilities stay valid either way.
+struct PendingCall {
+  explicit PendingCall(kj::Promise<void> done) : done(done.fork()) {}
+  kj::ForkedPromise<void> done;
+};
+
+}  // namespace tensord::detail
+
+namespace tensord {
+
+// Members are declared so that the capability and the pending call are
+// destroyed before the connection (and so the event loop) they need.
+struct Tensor::Impl {
+  std::shared_ptr<detail::Connection> conn;
+  std::shared_ptr<detail::PendingCall> origin;
+  proto::Tensor::Client cap = nullptr;
+};
+
+struct Client::Impl {
+  std::shared_ptr<detail::Connection> conn;
+
+  // Bridges for code outside Client that builds or opens Tensor handles.
+  static Tensor wrap(std::shared_ptr<Tensor::Impl> impl) { return Tensor(std::move(impl)); }
+  static const std::shared_ptr<Tensor::Impl>& unwrap(const Tensor& tensor) { return tensor.impl_; }
+};
+
+namespace detail {
+
+// Makes a handle for `cap`, produced by the call whose completion is `origin`.
+Tensor makeTensor(const std::shared_ptr<Connection>& conn, std::shared_ptr<PendingCall> origin,
+                  proto::Tensor::Client cap);
+
+// The implementation of a handle; throws Error for a null Tensor, naming `what`.
+Tensor::Impl& implOf(const Tensor& tensor, std::string_view what);
+
+// Session.call, pipelined: returns the first `count` outputs before the daemon answers.
+std::vector<Tensor> callOp(const std::shared_ptr<Connection>& conn, std::string_view op,
+                           const std::vector<Tensor>& inputs, const Attrs& attrs, size_t count);
+
+}  // namespace detail
+}  // namespace tensord

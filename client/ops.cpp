@@ -1,0 +1,78 @@
+// Session.call, pipelined, and the local-feeling op helpers.
+
+#include "client/connection.h"
+#include "client/wire.h"
+
+namespace tensord {
+
+namespace detail {
+
+std::vector<Tensor> callOp(const std::shared_ptr<Connection>& conn, std::string_view op,
+                           const std::vector<Tensor>& inputs, const Attrs& attrs, size_t count) {
+  std::vector<proto::Tensor::Client> caps;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    proto::Tensor::Client cap = implOf(inputs[i], std::string(op) + ": input " + std::to_string(i)).cap;
+    caps.push_back(kj::mv(cap));
+  }
+  return conn->guard([&] {
+    auto request = conn->session().callRequest();
+    request.setOp(std::string(op));
+    auto in = request.initInputs(uint32_t(caps.size()));
+    for (size_t i = 0; i < caps.size(); ++i) in.set(uint32_t(i), caps[i]);
+    auto at = request.initAttrs(uint32_t(attrs.size()));
+    for (size_t i = 0; i < attrs.size(); ++i) {
+      at[uint32_t(i)].setName(attrs[i].first);
+      wire::setAttrValue(at[uint32_t(i)].initValue(), attrs[i].second);
+    }
+    auto call = request.send();
+
+    // Only struct fields pipeline: the first output through `output`, the
+    // others through `results.get(i)`, all before the daemon answers.
+    std::vector<proto::Tensor::Client> outputs;
+    outputs.push_back(call.getOutput());
+    if (count > 1) {
+      auto results = call.getResults();
+      for (size_t i = 1; i < count; ++i) {
+        auto get = results.getRequest();
+        get.setIndex(uint32_t(i));
+        outputs.push_back(get.send().getTensor());
+      }
+    }
+    auto origin = std::make_shared<PendingCall>(call.then([](capnp::Response<proto::Session::CallResults>&&) {}));
+    std::vector<Tensor> out;
+    for (auto& cap : outputs) out.push_back(makeTensor(conn, origin, std::move(cap)));
+    conn->flush();
+    return out;
+  });
+}
+
+}  // namespace detail
+
+namespace {
+
+Tensor apply(std::string_view op, std::vector<Tensor> inputs, Attrs attrs = {}) {
+  auto& first = detail::implOf(inputs.front(), std::string(op) + ": input 0");
+  return detail::callOp(first.conn, op, inputs, attrs, 1).front();
+}
+
+}  // namespace
+
+Tensor operator+(const Tensor& a, const Tensor& b) { return apply("add", {a, b}); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return apply("sub", {a, b}); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return apply("mul", {a, b}); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return apply("div", {a, b}); }
+Tensor operator-(const Tensor& x) { return apply("neg", {x}); }
+Tensor matmul(const Tensor& a, const Tensor& b) { return apply("matmul", {a, b}); }
+Tensor relu(const Tensor& x) { return apply("relu", {x}); }
+Tensor exp(const Tensor& x) { return apply("exp", {x}); }
+Tensor log(const Tensor& x) { return apply("log", {x}); }
+
+Tensor sum(const Tensor& x, int64_t dim, bool keepdim) {
+  return apply("sum", {x}, {{"dim", dim}, {"keepdim", keepdim}});
+}
+
+Tensor mean(const Tensor& x, int64_t dim, bool keepdim) {
+  return apply("mean", {x}, {{"dim", dim}, {"keepdim", keepdim}});
+}
+
+}  // namespace tensord

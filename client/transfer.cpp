@@ -1,0 +1,140 @@
+// Chunked upload and download.
+
+#include "client/transfer.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "client/wire.h"
+
+namespace tensord::detail {
+
+namespace {
+
+uint64_t byteCount(DType dtype, const Shape& shape) {
+  uint64_t numel = 1;
+  for (int64_t d : shape) {
+    if (d < 0) {
+      throw Error(Error::Kind::kFailed, "upload: shape " + wire::shapeStr(shape) + " has a negative dim");
+    }
+    if (d != 0 && numel > std::numeric_limits<uint64_t>::max() / uint64_t(d) / dtypeSize(dtype)) {
+      throw Error(Error::Kind::kFailed, "upload: shape " + wire::shapeStr(shape) + " is too large");
+    }
+    numel *= uint64_t(d);
+  }
+  return numel * dtypeSize(dtype);
+}
+
+// What a download collects. Shared by the sink capability (which the daemon
+// may hold a little longer than the download call) and the caller.
+struct DownloadState {
+  std::vector<std::byte> data;
+  uint64_t expected = 0;  // valid once `known`
+  bool known = false;
+  bool done = false;
+  Progress progress;
+};
+
+class SinkServer final : public proto::ByteSink::Server {
+ public:
+  explicit SinkServer(std::shared_ptr<DownloadState> state) : state_(std::move(state)) {}
+
+ protected:
+  kj::Promise<void> write(WriteContext context) override {
+    auto chunk = context.getParams().getData();
+    KJ_REQUIRE(!state_->done, "ByteSink.write after done()");
+    KJ_REQUIRE(!state_->known || state_->data.size() + chunk.size() <= state_->expected,
+               "download sent more bytes than the tensor has", state_->expected);
+    auto* begin = reinterpret_cast<const std::byte*>(chunk.begin());
+    state_->data.insert(state_->data.end(), begin, begin + chunk.size());
+    if (state_->progress && state_->known) state_->progress(state_->data.size(), state_->expected);
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> done(DoneContext context) override {
+    state_->done = true;
+    return kj::READY_NOW;
+  }
+
+ private:
+  std::shared_ptr<DownloadState> state_;
+};
+
+}  // namespace
+
+Tensor upload(const std::shared_ptr<Connection>& conn, DType dtype, const Shape& shape, std::span<const std::byte> data,
+              const Progress& progress) {
+  uint64_t expected = byteCount(dtype, shape);
+  if (data.size() != expected) {
+    throw Error(Error::Kind::kFailed, "upload: shape " + wire::shapeStr(shape) + " of " +
+                                          std::string(dtypeName(dtype)) + " needs " + std::to_string(expected) +
+                                          " bytes; got " + std::to_string(data.size()));
+  }
+  return conn->guard([&] {
+    auto& ws = conn->waitScope();
+    auto request = conn->session().uploadRequest();
+    auto desc = request.initDesc();
+    desc.setDtype(wire::toWire(dtype));
+    auto dims = desc.initShape(uint32_t(shape.size()));
+    for (size_t i = 0; i < shape.size(); ++i) dims.set(uint32_t(i), shape[i]);
+    auto started = request.send();
+    auto writer = started.getWriter();
+
+    if (progress) progress(0, data.size());
+    for (size_t offset = 0; offset < data.size(); offset += kChunkBytes) {
+      size_t length = std::min(kChunkBytes, data.size() - offset);
+      auto write = writer.writeRequest(capnp::MessageSize{length / sizeof(capnp::word) + 16, 0});
+      write.setData(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(data.data() + offset), length));
+      // Resolves when the flow controller wants more, not when the daemon has the chunk.
+      write.send().wait(ws);
+      if (progress) progress(offset + length, data.size());
+    }
+
+    auto commit = writer.commitRequest().send();
+    proto::Tensor::Client cap = commit.getTensor();
+    auto origin =
+        std::make_shared<PendingCall>(commit.then([](capnp::Response<proto::TensorWriter::CommitResults>&&) {}));
+    Tensor tensor = makeTensor(conn, std::move(origin), std::move(cap));
+    conn->flush();
+    return tensor;
+  });
+}
+
+std::pair<TensorInfo, std::vector<std::byte>> download(Tensor::Impl& impl, const Progress& progress) {
+  auto& conn = *impl.conn;
+  return conn.guard([&] {
+    auto& ws = conn.waitScope();
+    auto state = std::make_shared<DownloadState>();
+    state->progress = progress;
+
+    // Both requests leave together; the info answer normally arrives before
+    // the first chunk, so the buffer is allocated once at its final size.
+    auto infoCall = impl.cap.infoRequest().send();
+    auto request = impl.cap.downloadRequest();
+    request.setSink(kj::heap<SinkServer>(state));
+    request.setOffset(0);
+    request.setLength(0);
+    auto transfer = request.send();
+
+    TensorInfo info = wire::fromWire(infoCall.wait(ws).getInfo());
+    if (state->data.size() > info.bytes) {
+      throw Error(Error::Kind::kFailed, "download: received " + std::to_string(state->data.size()) +
+                                            " bytes; the tensor has " + std::to_string(info.bytes));
+    }
+    state->data.reserve(info.bytes);
+    state->expected = info.bytes;
+    state->known = true;
+    if (progress) progress(state->data.size(), info.bytes);
+
+    transfer.wait(ws);
+    if (!state->done || state->data.size() != info.bytes) {
+      throw Error(Error::Kind::kFailed, "download: received " + std::to_string(state->data.size()) + " of " +
+                                            std::to_string(info.bytes) + " bytes" +
+                                            (state->done ? "" : " and no done()"));
+    }
+    return std::make_pair(std::move(info), std::move(state->data));
+  });
+}
+
+}  // namespace tensord::detail

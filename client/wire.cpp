@@ -1,0 +1,205 @@
+// Conversions between wire and public client types.
+
+#include "client/wire.h"
+
+#include <type_traits>
+
+namespace tensord::wire {
+
+proto::DType toWire(DType dtype) {
+  switch (dtype) {
+    case DType::F32:
+      return proto::DType::F32;
+    case DType::F16:
+      return proto::DType::F16;
+    case DType::BF16:
+      return proto::DType::BF16;
+    case DType::I32:
+      return proto::DType::I32;
+    case DType::I64:
+      return proto::DType::I64;
+    case DType::U8:
+      return proto::DType::U8;
+    case DType::Bool:
+      return proto::DType::BOOL;
+  }
+  throw Error(Error::Kind::kFailed, "unknown dtype value " + std::to_string(int(dtype)));
+}
+
+DType fromWire(proto::DType dtype) {
+  switch (dtype) {
+    case proto::DType::F32:
+      return DType::F32;
+    case proto::DType::F16:
+      return DType::F16;
+    case proto::DType::BF16:
+      return DType::BF16;
+    case proto::DType::I32:
+      return DType::I32;
+    case proto::DType::I64:
+      return DType::I64;
+    case proto::DType::U8:
+      return DType::U8;
+    case proto::DType::BOOL:
+      return DType::Bool;
+  }
+  throw Error(Error::Kind::kUnimplemented,
+              "the daemon sent dtype number " + std::to_string(int(dtype)) + ", which this client does not know");
+}
+
+void setAttrValue(proto::AttrValue::Builder out, const AttrValue& value) {
+  std::visit(
+      [&](const auto& v) {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, int64_t>) {
+          out.setInt(v);
+        } else if constexpr (std::is_same_v<T, double>) {
+          out.setFloat(v);
+        } else if constexpr (std::is_same_v<T, bool>) {
+          out.setBool(v);
+        } else if constexpr (std::is_same_v<T, std::string>) {
+          out.setText(v);
+        } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+          auto list = out.initInts(uint32_t(v.size()));
+          for (size_t i = 0; i < v.size(); ++i) list.set(uint32_t(i), v[i]);
+        } else {
+          auto list = out.initFloats(uint32_t(v.size()));
+          for (size_t i = 0; i < v.size(); ++i) list.set(uint32_t(i), v[i]);
+        }
+      },
+      value);
+}
+
+AttrValue fromWire(proto::AttrValue::Reader value) {
+  switch (value.which()) {
+    case proto::AttrValue::INT:
+      return value.getInt();
+    case proto::AttrValue::FLOAT:
+      return value.getFloat();
+    case proto::AttrValue::BOOL:
+      return value.getBool();
+    case proto::AttrValue::TEXT:
+      return std::string(value.getText().cStr());
+    case proto::AttrValue::INTS: {
+      std::vector<int64_t> out;
+      for (int64_t v : value.getInts()) out.push_back(v);
+      return out;
+    }
+    case proto::AttrValue::FLOATS: {
+      std::vector<double> out;
+      for (double v : value.getFloats()) out.push_back(v);
+      return out;
+    }
+  }
+  return int64_t(0);
+}
+
+std::string attrTypeName(proto::AttrType type) {
+  switch (type) {
+    case proto::AttrType::INT:
+      return "int";
+    case proto::AttrType::FLOAT:
+      return "float";
+    case proto::AttrType::BOOL:
+      return "bool";
+    case proto::AttrType::TEXT:
+      return "text";
+    case proto::AttrType::INTS:
+      return "ints";
+    case proto::AttrType::FLOATS:
+      return "floats";
+  }
+  return "type#" + std::to_string(int(type));
+}
+
+namespace {
+
+Shape shapeFromWire(capnp::List<int64_t>::Reader shape) {
+  Shape out;
+  out.reserve(shape.size());
+  for (int64_t d : shape) out.push_back(d);
+  return out;
+}
+
+std::vector<std::string> textList(capnp::List<capnp::Text>::Reader list) {
+  std::vector<std::string> out;
+  out.reserve(list.size());
+  for (auto t : list) out.emplace_back(t.cStr());
+  return out;
+}
+
+}  // namespace
+
+TensorInfo fromWire(proto::TensorInfo::Reader info) {
+  TensorInfo out;
+  out.id = info.getId();
+  out.name = info.getName();
+  out.owner = info.getOwner();
+  out.dtype = fromWire(info.getDesc().getDtype());
+  out.shape = shapeFromWire(info.getDesc().getShape());
+  out.bytes = info.getBytes();
+  return out;
+}
+
+DaemonInfo fromWire(proto::DaemonInfo::Reader info) {
+  DaemonInfo out;
+  out.version = info.getVersion();
+  out.protocolVersion = info.getProtocolVersion();
+  auto d = info.getDevice();
+  out.device.name = d.getName();
+  out.device.kind = d.getKind();
+  out.device.driver = d.getDriver();
+  out.device.apiVersion = d.getApiVersion();
+  out.device.vendorId = d.getVendorId();
+  out.device.deviceId = d.getDeviceId();
+  out.device.memoryBytes = d.getMemoryBytes();
+  auto m = info.getMemory();
+  out.memory.liveBytes = m.getLiveBytes();
+  out.memory.reservedBytes = m.getReservedBytes();
+  out.memory.cachedBytes = m.getCachedBytes();
+  out.memory.limitBytes = m.getLimitBytes();
+  out.memory.tensorCount = m.getTensorCount();
+  out.memory.namedCount = m.getNamedCount();
+  out.opsExecuted = info.getOpsExecuted();
+  out.maxTensorBytes = info.getMaxTensorBytes();
+  out.chunkBytes = info.getChunkBytes();
+  return out;
+}
+
+OpInfo fromWire(proto::OpSpec::Reader spec) {
+  OpInfo out;
+  out.name = spec.getName();
+  out.category = spec.getCategory();
+  out.doc = spec.getDoc();
+  out.backward = spec.getBackward();
+  out.inputs = textList(spec.getInputs());
+  out.outputs = textList(spec.getOutputs());
+  for (auto a : spec.getAttrs()) {
+    AttrSpec attr;
+    attr.name = a.getName();
+    attr.type = attrTypeName(a.getType());
+    attr.required = a.getRequired();
+    attr.doc = a.getDoc();
+    if (!attr.required && a.hasDefault()) attr.defaultValue = fromWire(a.getDefault());
+    out.attrs.push_back(std::move(attr));
+  }
+  for (auto d : spec.getDtypes()) {
+    // An op may list dtypes newer than this client; show only the ones it knows.
+    try {
+      out.dtypes.push_back(fromWire(d));
+    } catch (const Error&) {
+    }
+  }
+  return out;
+}
+
+std::string shapeStr(const Shape& shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) out += ", ";
+    out += std::to_string(shape[i]);
+  }
+  return out + "]";
+}
+
+}  // namespace tensord::wire

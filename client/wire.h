@@ -1,0 +1,27 @@
+#pragma once
+// Conversions between the wire types (protocol/tensord.capnp) and the public
+// client types (tensord/client.h). Internal to the client library.
+
+#include <string>
+
+#include "protocol/tensord.capnp.h"
+#include "tensord/client.h"
+
+namespace tensord::wire {
+
+proto::DType toWire(DType dtype);
+DType fromWire(proto::DType dtype);  // throws Error for a value this client does not know
+
+// Writes `value` into the union `out`.
+void setAttrValue(proto::AttrValue::Builder out, const AttrValue& value);
+AttrValue fromWire(proto::AttrValue::Reader value);
+std::string attrTypeName(proto::AttrType type);  // "int", "float", ...
+
+TensorInfo fromWire(proto::TensorInfo::Reader info);
+DaemonInfo fromWire(proto::DaemonInfo::Reader info);
+OpInfo fromWire(proto::OpSpec::Reader spec);
+
+// "[2, 3]"
+std::string shapeStr(const Shape& shape);
+
+}  // namespace tensord::wire
