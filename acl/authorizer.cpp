@@ -1,0 +1,33 @@
+#include "acl/authorizer.h"
+
+#include <array>
+#include <stdexcept>
+
+namespace tensord::acl {
+
+std::string_view actionName(Action action) {
+  static constexpr std::array<std::string_view, 7> kNames = {"call", "read",    "write", "delete",
+                                                             "save", "restore", "list"};
+  return kNames[size_t(action)];
+}
+
+Decision PermissivePolicy::decide(const Principal&, Action, std::string_view) const { return Decision::allow(); }
+
+Authorizer::Authorizer(std::shared_ptr<const Policy> policy) { setPolicy(std::move(policy)); }
+
+Decision Authorizer::check(const Principal& principal, Action action, std::string_view resource) const {
+  return current()->decide(principal, action, resource);
+}
+
+void Authorizer::setPolicy(std::shared_ptr<const Policy> policy) {
+  if (!policy) throw std::invalid_argument("Authorizer::setPolicy: policy must not be null");
+  std::lock_guard lock(mutex_);
+  policy_ = std::move(policy);
+}
+
+std::shared_ptr<const Policy> Authorizer::current() const {
+  std::lock_guard lock(mutex_);
+  return policy_;
+}
+
+}  // namespace tensord::acl

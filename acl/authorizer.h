@@ -1,0 +1,67 @@
+#pragma once
+// The authorization hook. The server asks it before every action it performs
+// for a principal (op call, tensor read/write/delete/save/restore, listing);
+// nothing is enqueued or changed before the answer is "allowed".
+//
+// Threads: check() may be called from any thread; setPolicy() swaps the
+// policy atomically (SIGHUP reload), and calls already inside check() finish
+// against the policy they started with.
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+#include "acl/principal.h"
+
+namespace tensord::acl {
+
+enum class Action {
+  kCallOp,         // resource: op name
+  kReadTensor,     // resource: tensor name, or "#<id>" for an unnamed tensor
+  kWriteTensor,    // upload; resource: "" (the tensor has no name yet)
+  kDeleteTensor,   // resource: tensor name
+  kSaveTensor,     // resource: the name being given
+  kRestoreTensor,  // resource: tensor name
+  kListTensors,    // resource: ""
+};
+
+std::string_view actionName(Action action);  // "call", "read", "write", ...
+
+struct Decision {
+  bool allowed = false;
+  std::string reason;  // why it was denied; empty when allowed
+
+  static Decision allow() { return {true, {}}; }
+  static Decision deny(std::string reason) { return {false, std::move(reason)}; }
+};
+
+// A policy decides one request. Implementations are immutable once shared.
+class Policy {
+ public:
+  virtual ~Policy() = default;
+  virtual Decision decide(const Principal& principal, Action action, std::string_view resource) const = 0;
+};
+
+// Allows every authenticated principal everything: the policy until the ACL
+// language exists.
+class PermissivePolicy final : public Policy {
+ public:
+  Decision decide(const Principal& principal, Action action, std::string_view resource) const override;
+};
+
+class Authorizer {
+ public:
+  explicit Authorizer(std::shared_ptr<const Policy> policy = std::make_shared<PermissivePolicy>());
+
+  Decision check(const Principal& principal, Action action, std::string_view resource) const;
+  void setPolicy(std::shared_ptr<const Policy> policy);
+
+ private:
+  std::shared_ptr<const Policy> current() const;
+
+  mutable std::mutex mutex_;
+  std::shared_ptr<const Policy> policy_;  // guarded by mutex_
+};
+
+}  // namespace tensord::acl

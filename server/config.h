@@ -1,0 +1,94 @@
+#pragma once
+// tensord's configuration: the JSON format of config/tensord.json, parsed and
+// validated. Every error is a ConfigError whose message starts with the key
+// it is about ("limits.max_tensor_bytes: expected a non-negative integer,
+// got \"abc\""). All keys are optional except auth.tokens, which must hold at
+// least one entry; unknown keys are errors.
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "acl/token_authenticator.h"
+
+namespace tensord::server {
+
+class ConfigError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct HostPort {
+  std::string host;  // as written; IPv6 literals without brackets
+  uint16_t port = 0;
+
+  std::string str() const;  // "127.0.0.1:7450", "[::1]:7450"
+  bool isLoopback() const;  // 127.0.0.0/8, ::1 or "localhost"
+};
+
+// Parses "HOST:PORT" (IPv6 as "[::1]:PORT"). `key` names the source in errors.
+HostPort parseHostPort(std::string_view text, std::string_view key);
+
+struct Limits {
+  uint64_t memoryLimitBytes = 0;         // 0 = the device-local heap size
+  uint64_t maxTensorBytes = 4294967296;  // largest single tensor
+  uint64_t maxMessageBytes = 67108864;   // Cap'n Proto reader limit per message
+  uint32_t maxInflightCallsPerConnection = 1024;
+};
+
+struct StagingConfig {
+  uint64_t slotBytes = 8388608;
+  uint32_t slots = 8;
+};
+
+struct Config {
+  HostPort listen{"127.0.0.1", 7450};
+  bool allowRemotePlaintext = false;
+  std::string device;              // "" automatic; index; else name substring
+  std::filesystem::path stateDir;  // as configured; "" until resolved
+  std::filesystem::path cacheDir;
+  std::string logLevel = "info";  // trace|debug|info|warn|error
+  Limits limits;
+  StagingConfig staging;
+  std::vector<acl::TokenEntry> tokens;
+};
+
+// Smallest max_message_bytes accepted: one 1 MiB data chunk plus framing.
+inline constexpr uint64_t kMinMessageBytes = 2u << 20;
+// Size of one upload/download chunk on the wire.
+inline constexpr uint32_t kChunkBytes = 1u << 20;
+
+// Parses and validates the JSON text (comments allowed). Directories are left
+// as written; see resolveDirectories.
+Config parseConfig(std::string_view jsonText);
+
+// Reads and parses a file; errors are prefixed with nothing but the key, the
+// caller adds the file name.
+Config loadConfigFile(const std::filesystem::path& path);
+
+// Replaces `listen` (the --listen flag); errors name "--listen".
+void applyListenOverride(Config& config, std::string_view hostPort);
+
+// Refuses plain TCP on a non-loopback address unless allow_remote_plaintext.
+void checkListenPolicy(const Config& config, std::string_view listenKey = "listen");
+
+// Environment lookup, injectable for tests. Returns nullopt if unset or empty.
+using GetEnv = std::function<std::optional<std::string>(const char* name)>;
+std::optional<std::string> processEnv(const char* name);
+
+// Fills empty state/cache dirs from the environment: state_dir ""
+// -> $STATE_DIRECTORY (first entry), else $XDG_STATE_HOME/tensord, else
+// ~/.local/state/tensord; cache_dir likewise with $CACHE_DIRECTORY,
+// $XDG_CACHE_HOME and ~/.cache. A relative configured path is taken relative
+// to `baseDir` (the config file's directory).
+void resolveDirectories(Config& config, const std::filesystem::path& baseDir, const GetEnv& getEnv = processEnv);
+
+// Creates the state and cache directories (mode 0700 when created).
+void createDirectories(const Config& config);
+
+}  // namespace tensord::server

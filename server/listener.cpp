@@ -1,0 +1,120 @@
+#include "server/listener.h"
+
+#include <arpa/inet.h>
+#include <capnp/rpc-twoparty.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+
+#include "server/daemon_impl.h"
+
+namespace tensord::server {
+namespace {
+
+std::string peerName(kj::AsyncIoStream& stream) {
+  sockaddr_storage addr{};
+  kj::uint length = sizeof(addr);
+  try {
+    stream.getpeername(reinterpret_cast<sockaddr*>(&addr), &length);
+  } catch (const kj::Exception&) {
+    return "unknown peer";
+  }
+  char host[INET6_ADDRSTRLEN] = {};
+  if (addr.ss_family == AF_INET) {
+    auto* in = reinterpret_cast<sockaddr_in*>(&addr);
+    inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
+    return std::string(host) + ":" + std::to_string(ntohs(in->sin_port));
+  }
+  if (addr.ss_family == AF_INET6) {
+    auto* in6 = reinterpret_cast<sockaddr_in6*>(&addr);
+    inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
+    return "[" + std::string(host) + "]:" + std::to_string(ntohs(in6->sin6_port));
+  }
+  return "local peer";
+}
+
+capnp::ReaderOptions readerOptions(const Config& config) {
+  capnp::ReaderOptions options;
+  options.traversalLimitInWords = config.limits.maxMessageBytes / sizeof(capnp::word);
+  return options;
+}
+
+}  // namespace
+
+// One client connection: its socket, RPC system and state. Destroying it
+// drops every capability the client held, which frees its unnamed tensors.
+class Listener::Connection {
+ public:
+  Connection(Listener& listener, kj::Own<kj::AsyncIoStream> stream, std::string peer)
+      : listener_(listener),
+        stream_(kj::mv(stream)),
+        network_(*stream_, capnp::rpc::twoparty::Side::SERVER, readerOptions(listener.server_.config)),
+        state_(std::make_shared<ConnectionState>(listener.server_, std::move(peer))),
+        rpc_(capnp::makeRpcServer(network_, kj::heap<DaemonImpl>(state_))) {
+    // Stop reading new calls while this many words of calls are unanswered.
+    rpc_.setFlowLimit(listener.server_.config.limits.maxMessageBytes / sizeof(capnp::word));
+    ++listener_.connectionCount_;
+    listener_.server_.log.debug("connection from {}", state_->peer);
+  }
+  ~Connection() {
+    --listener_.connectionCount_;
+    listener_.server_.log.debug("connection from {} closed", state_->peer);
+  }
+
+  kj::Promise<void> onDisconnect() { return network_.onDisconnect(); }
+
+ private:
+  Listener& listener_;
+  kj::Own<kj::AsyncIoStream> stream_;
+  capnp::TwoPartyVatNetwork network_;
+  std::shared_ptr<ConnectionState> state_;
+  capnp::RpcSystem<capnp::rpc::twoparty::VatId> rpc_;
+};
+
+Listener::Listener(ServerState& server, kj::Own<kj::ConnectionReceiver> receiver)
+    : server_(server), receiver_(kj::mv(receiver)) {}
+
+Listener::~Listener() { accepting_ = nullptr; }
+
+void Listener::start() {
+  accepting_ = acceptLoop().eagerlyEvaluate(
+      [this](kj::Exception&& e) { server_.log.error("accept loop ended: {}", e.getDescription().cStr()); });
+}
+
+void Listener::stopAccepting() {
+  accepting_ = nullptr;
+  receiver_ = nullptr;
+}
+
+kj::Promise<void> Listener::acceptLoop() {
+  return receiver_->accept().then(
+      [this](kj::Own<kj::AsyncIoStream> stream) {
+        addConnection(kj::mv(stream));
+        return acceptLoop();
+      },
+      [this](kj::Exception&& e) {
+        // Typically out of file descriptors: back off instead of spinning.
+        server_.log.warn("accept failed: {}; retrying in 100 ms", e.getDescription().cStr());
+        return server_.timer.afterDelay(100 * kj::MILLISECONDS).then([this]() { return acceptLoop(); });
+      });
+}
+
+void Listener::addConnection(kj::Own<kj::AsyncIoStream> stream) {
+  int one = 1;
+  try {
+    stream->setsockopt(IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  } catch (const kj::Exception&) {
+    // Not a TCP socket; nothing to tune.
+  }
+  std::string peer = peerName(*stream);
+  auto connection = kj::heap<Connection>(*this, kj::mv(stream), std::move(peer));
+  auto disconnected = connection->onDisconnect();
+  connections_.add(disconnected.attach(kj::mv(connection)));
+}
+
+void Listener::taskFailed(kj::Exception&& exception) {
+  server_.log.debug("connection ended: {}", exception.getDescription().cStr());
+}
+
+}  // namespace tensord::server

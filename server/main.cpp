@@ -1,0 +1,121 @@
+// tensord: the daemon's entry point. Parses the command line, loads the
+// config, makes the logger and hands over to runDaemon().
+
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "protocol/tensord.capnp.h"
+#include "server/config.h"
+#include "server/daemon.h"
+#include "server/logging.h"
+
+namespace {
+
+constexpr std::string_view kUsage =
+    "usage: tensord --config FILE [--listen HOST:PORT] [--check-config] [--version]\n"
+    "  --config FILE       JSON configuration (see config/tensord.json)\n"
+    "  --listen HOST:PORT  listen here instead of the config's address; port 0 picks a free port\n"
+    "  --check-config      validate the configuration, print \"config OK\" and exit\n"
+    "  --version           print the version and exit\n";
+
+struct Flags {
+  std::optional<std::string> config;
+  std::optional<std::string> listen;
+  bool checkConfig = false;
+  bool version = false;
+  bool help = false;
+};
+
+int usageError(const std::string& message) {
+  std::fprintf(stderr, "tensord: %s\n%.*s", message.c_str(), int(kUsage.size()), kUsage.data());
+  return 2;
+}
+
+// Returns an error message, or "" when the flags parsed.
+std::string parseFlags(int argc, char** argv, Flags& flags) {
+  for (int i = 1; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    std::optional<std::string> inlineValue;
+    if (auto eq = arg.find('='); arg.starts_with("--") && eq != std::string_view::npos) {
+      inlineValue = std::string(arg.substr(eq + 1));
+      arg = arg.substr(0, eq);
+    }
+    auto value = [&](std::optional<std::string>& out) -> std::string {
+      if (out) return std::string(arg) + " given twice";
+      if (inlineValue) {
+        out = *inlineValue;
+      } else if (i + 1 < argc) {
+        out = argv[++i];
+      } else {
+        return std::string(arg) + " needs a value";
+      }
+      if (out->empty()) return std::string(arg) + " needs a non-empty value";
+      return {};
+    };
+    auto flag = [&](bool& out) -> std::string {
+      if (inlineValue) return std::string(arg) + " takes no value";
+      out = true;
+      return {};
+    };
+    std::string error;
+    if (arg == "--config") {
+      error = value(flags.config);
+    } else if (arg == "--listen") {
+      error = value(flags.listen);
+    } else if (arg == "--check-config") {
+      error = flag(flags.checkConfig);
+    } else if (arg == "--version") {
+      error = flag(flags.version);
+    } else if (arg == "--help" || arg == "-h") {
+      error = flag(flags.help);
+    } else if (arg.starts_with("-")) {
+      error = "unknown option '" + std::string(arg) + "'";
+    } else {
+      error = "unexpected argument '" + std::string(arg) + "'";
+    }
+    if (!error.empty()) return error;
+  }
+  return {};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace tensord::server;
+  Flags flags;
+  if (std::string error = parseFlags(argc, argv, flags); !error.empty()) return usageError(error);
+  if (flags.help) {
+    std::fwrite(kUsage.data(), 1, kUsage.size(), stdout);
+    return 0;
+  }
+  if (flags.version) {
+    std::printf("tensord %s (protocol %u)\n", TENSORD_VERSION, unsigned(tensord::proto::PROTOCOL_VERSION));
+    return 0;
+  }
+  if (!flags.config) return usageError("--config FILE is required");
+
+  const std::filesystem::path configPath = *flags.config;
+  Config config;
+  try {
+    config = loadConfigFile(configPath);
+    if (flags.listen) applyListenOverride(config, *flags.listen);
+    resolveDirectories(config, std::filesystem::absolute(configPath).parent_path());
+  } catch (const ConfigError& e) {
+    std::fprintf(stderr, "tensord: %s: %s\n", configPath.c_str(), e.what());
+    return 1;
+  }
+  if (flags.checkConfig) {
+    std::printf("config OK\n");
+    return 0;
+  }
+
+  auto log = makeLogger(config.logLevel, stderrIsJournal());
+  log->info("tensord {} starting (config {}, state {}, cache {})", TENSORD_VERSION, configPath.string(),
+            config.stateDir.string(), config.cacheDir.string());
+  return runDaemon(config, std::filesystem::absolute(configPath), log);
+}

@@ -1,0 +1,112 @@
+#pragma once
+// State shared by every connection of one daemon, per-connection bounds, and
+// the per-session authorization choke point.
+//
+// Threads: everything here lives on the event-loop thread. ServerState must
+// outlive every connection, capability and promise that refers to it.
+
+#include <capnp/capability.h>
+#include <kj/async.h>
+#include <kj/timer.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "acl/authorizer.h"
+#include "acl/token_authenticator.h"
+#include "compute/engine.h"
+#include "protocol/tensord.capnp.h"
+#include "server/config.h"
+#include "server/registry.h"
+#include "server/staging_pool.h"
+
+namespace spdlog {
+class logger;
+}
+
+namespace tensord::server {
+
+class ServerState final : private kj::TaskSet::ErrorHandler {
+ public:
+  ServerState(const Config& config, spdlog::logger& log, compute::Engine& engine, kj::Timer& timer);
+
+  const Config& config;
+  spdlog::logger& log;
+  compute::Engine& engine;
+  kj::Timer& timer;
+
+  Registry registry;
+  StagingPool staging{engine};
+  acl::Authorizer authorizer;
+  std::shared_ptr<const acl::TokenAuthenticator> tokens;  // replaced on reload (SIGHUP)
+  // Every Tensor capability is made here, so call() can find the entry behind
+  // a capability a client passes back.
+  capnp::CapabilityServerSet<proto::Tensor> tensorCaps;
+
+  uint64_t opsExecuted = 0;    // op calls validated and enqueued since start
+  uint64_t inflightCalls = 0;  // over all connections
+  bool draining = false;       // set on SIGTERM: new calls are refused
+  uint64_t nextSessionId = 1;
+
+  // Background work whose failure only needs logging (e.g. op completions).
+  void addTask(kj::Promise<void> task) { tasks_.add(kj::mv(task)); }
+
+  // Fills DaemonInfo (memory from the engine plus registry counts).
+  void fillInfo(proto::DaemonInfo::Builder info) const;
+
+ private:
+  void taskFailed(kj::Exception&& exception) override;
+  kj::TaskSet tasks_{*this};
+};
+
+class ConnectionState;
+
+// Counts one call in flight (on its connection and overall) while alive.
+class CallGuard {
+ public:
+  CallGuard(std::shared_ptr<ConnectionState> connection);
+  CallGuard(CallGuard&& other) noexcept = default;
+  CallGuard& operator=(CallGuard&&) = delete;
+  ~CallGuard();
+
+ private:
+  std::shared_ptr<ConnectionState> connection_;
+};
+
+class ConnectionState {
+ public:
+  ConnectionState(ServerState& server, std::string peer) : server(server), peer(std::move(peer)) {}
+
+  // Admits one more call. Throws OVERLOADED past
+  // limits.max_inflight_calls_per_connection (the connection keeps working)
+  // and DISCONNECTED while the daemon shuts down.
+  static CallGuard enterCall(const std::shared_ptr<ConnectionState>& connection, std::string_view method);
+
+  ServerState& server;
+  const std::string peer;
+  uint32_t inflight = 0;
+};
+
+// One authenticated session: a principal bound to a connection. Shared by the
+// Session capability and the Tensor/TensorWriter capabilities it hands out.
+class SessionState {
+ public:
+  SessionState(std::shared_ptr<ConnectionState> connection, acl::Principal principal, uint64_t id)
+      : connection(std::move(connection)), principal(std::move(principal)), id(id) {}
+
+  // The one authorization choke point: every op call and tensor access of
+  // this session passes here before anything is enqueued or changed. Throws
+  // FAILED "permission denied: ..." (and logs it) when the policy says no.
+  void authorize(acl::Action action, std::string_view resource) const;
+
+  CallGuard enterCall(std::string_view method) const { return ConnectionState::enterCall(connection, method); }
+  ServerState& server() const { return connection->server; }
+
+  const std::shared_ptr<ConnectionState> connection;
+  const acl::Principal principal;
+  const uint64_t id;
+};
+
+}  // namespace tensord::server

@@ -1,0 +1,128 @@
+// Session.call: validate, resolve the input capabilities (waiting for
+// pipelined ones), allocate the outputs, enqueue the op and return at once.
+// The device queue is in order, so later ops and downloads see the results;
+// not waiting for the device is what makes a pipelined chain cheap.
+
+#include <spdlog/spdlog.h>
+
+#include "compute/op_table.h"
+#include "server/loop_completion.h"
+#include "server/op_results_impl.h"
+#include "server/session_impl.h"
+#include "server/tensor_impl.h"
+#include "server/wire.h"
+
+namespace tensord::server {
+namespace {
+
+std::string inputName(const compute::OpSpec& spec, size_t i) {
+  return i < spec.inputs.size() ? "'" + spec.inputs[i] + "'" : "#" + std::to_string(i);
+}
+
+// Resolves the i-th input capability to the TensorImpl behind it. Errors of
+// the call that produces a pipelined input pass through unchanged.
+kj::Promise<TensorImpl*> resolveInput(ServerState& server, const compute::OpSpec& spec, size_t i,
+                                      proto::Tensor::Client& cap) {
+  std::string what = spec.name + ": input " + inputName(spec, i);
+  return server.tensorCaps.getLocalServer(cap).then(
+      [what](kj::Maybe<proto::Tensor::Server&> local) -> TensorImpl* {
+        KJ_IF_MAYBE (server, local) {
+          return &kj::downcast<TensorImpl>(*server);
+        }
+        kj::throwFatalException(failed(what + " is not a tensor of this daemon"));
+      },
+      [what](kj::Exception&& e) -> TensorImpl* {
+        if (std::string_view(e.getDescription().cStr()).find("null capability") != std::string_view::npos) {
+          kj::throwFatalException(failed(what + " is missing (a null capability)"));
+        }
+        kj::throwFatalException(kj::mv(e));
+      });
+}
+
+}  // namespace
+
+kj::Promise<void> SessionImpl::call(CallContext context) {
+  auto guard = session_->enterCall("call");
+  ServerState& server = session_->server();
+  auto params = context.getParams();
+  const std::string op = params.getOp();
+  session_->authorize(acl::Action::kCallOp, op);
+  const compute::OpSpec* spec = server.engine.ops().find(op);
+  if (spec == nullptr) kj::throwFatalException(unimplemented("unknown op '" + op + "'"));
+  compute::Attrs attrs =
+      mapComputeErrors([&] { return compute::validateAttrs(*spec, attrsFromWire(params.getAttrs(), op)); });
+
+  auto inputs = params.getInputs();
+  auto caps = kj::heapArrayBuilder<proto::Tensor::Client>(inputs.size());
+  for (auto cap : inputs) caps.add(cap);
+  auto capArray = caps.finish();
+  auto resolving = kj::heapArrayBuilder<kj::Promise<TensorImpl*>>(capArray.size());
+  for (size_t i = 0; i < capArray.size(); ++i) resolving.add(resolveInput(server, *spec, i, capArray[i]));
+
+  auto enqueue = [session = session_, context, spec, attrs = std::move(attrs)](kj::Array<TensorImpl*> impls) mutable {
+    ServerState& server = session->server();
+    std::vector<compute::TensorDesc> descs;
+    std::vector<compute::TensorView> inputViews;
+    for (size_t i = 0; i < impls.size(); ++i) {
+      const TensorEntry& entry = *impls[i]->entry();
+      session->authorize(acl::Action::kReadTensor, entry.label());
+      checkNotFailed(entry);
+      descs.push_back(entry.desc);
+      inputViews.push_back({entry.desc, entry.buffer});
+    }
+    std::vector<compute::TensorDesc> outDescs =
+        mapComputeErrors([&] { return compute::inferOutputs(*spec, descs, attrs); });
+    const uint64_t limit = server.config.limits.maxTensorBytes;
+    for (size_t i = 0; i < outDescs.size(); ++i) {
+      if (outDescs[i].bytes() > limit) {
+        const std::string name = i < spec->outputs.size() ? spec->outputs[i] : std::to_string(i);
+        kj::throwFatalException(failed(spec->name + ": output '" + name + "' would be " + outDescs[i].str() + " (" +
+                                       std::to_string(outDescs[i].bytes()) + " bytes); expected at most " +
+                                       std::to_string(limit) + " bytes (limits.max_tensor_bytes)"));
+      }
+    }
+    std::vector<compute::TensorView> outputViews;
+    for (size_t i = 0; i < outDescs.size(); ++i) {
+      const compute::TensorDesc& desc = outDescs[i];
+      const std::string what = spec->name + ": output '" +
+                               (i < spec->outputs.size() ? spec->outputs[i] : std::to_string(i)) + "' (" + desc.str() +
+                               ")";
+      auto buffer =
+          mapComputeErrors(what, [&] { return server.engine.allocate(desc.bytes(), session->principal.name); });
+      outputViews.push_back({desc, std::move(buffer)});
+    }
+
+    auto done = makeLoopCompletion();
+    mapComputeErrors(spec->name, [&] {
+      server.engine.enqueueOp(*spec, inputViews, outputViews, attrs, std::move(done.completion));
+    });
+    ++server.opsExecuted;
+
+    // Register the outputs and hand out their capabilities.
+    std::vector<std::weak_ptr<TensorEntry>> produced;
+    auto outCaps = kj::heapArrayBuilder<proto::Tensor::Client>(outputViews.size());
+    for (auto& view : outputViews) {
+      auto entry = server.registry.add(session->principal.name, session->id, view.desc, std::move(view.buffer));
+      produced.push_back(entry);
+      outCaps.add(TensorImpl::makeCap(session, std::move(entry)));
+    }
+    server.addTask(
+        done.promise.catch_([produced = std::move(produced), op = spec->name, &log = server.log](kj::Exception&& e) {
+          log.error("{} failed on the device: {}", op, e.getDescription().cStr());
+          for (const auto& weak : produced) {
+            if (auto entry = weak.lock()) entry->failure = e;
+          }
+        }));
+
+    auto results = context.getResults();
+    auto outputs = outCaps.finish();
+    if (outputs.size() > 0) results.setOutput(outputs[0]);
+    auto list = results.initOutputs(capnp::uint(outputs.size()));
+    for (size_t i = 0; i < outputs.size(); ++i) list.set(capnp::uint(i), outputs[i]);
+    results.setResults(kj::heap<OpResultsImpl>(spec->name, kj::mv(outputs)));
+  };
+
+  return kj::joinPromises(resolving.finish()).then(kj::mv(enqueue)).attach(kj::mv(capArray), kj::mv(guard));
+}
+
+}  // namespace tensord::server

@@ -1,0 +1,34 @@
+#pragma once
+// SessionImpl: everything a principal can do once authenticated. Every
+// request passes SessionState::authorize (the choke point) before anything
+// is enqueued or changed.
+//
+// Threads: the event-loop thread only.
+
+#include <memory>
+
+#include "protocol/tensord.capnp.h"
+#include "server/server_state.h"
+
+namespace tensord::server {
+
+class SessionImpl final : public proto::Session::Server {
+ public:
+  explicit SessionImpl(std::shared_ptr<SessionState> session);
+  ~SessionImpl();
+
+ protected:
+  kj::Promise<void> whoami(WhoamiContext context) override;
+  kj::Promise<void> info(InfoContext context) override;
+  kj::Promise<void> listOps(ListOpsContext context) override;
+  kj::Promise<void> call(CallContext context) override;  // session_call.cpp
+  kj::Promise<void> upload(UploadContext context) override;
+  kj::Promise<void> restore(RestoreContext context) override;
+  kj::Promise<void> listTensors(ListTensorsContext context) override;
+  kj::Promise<void> deleteTensor(DeleteTensorContext context) override;
+
+ private:
+  std::shared_ptr<SessionState> session_;
+};
+
+}  // namespace tensord::server
