@@ -48,6 +48,14 @@ void expectNear(const std::vector<float>& got, const std::vector<float>& want, d
   EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << got.size() << " elements off";
 }
 
+// Test names from the shapes: "a_3x1x5_b_4x1"; gtest allows [A-Za-z0-9_] only.
+std::string dimsName(const Shape& s) {
+  if (s.empty()) return "scalar";
+  std::string n;
+  for (size_t i = 0; i < s.size(); ++i) n += (i ? "x" : "") + std::to_string(s[i]);
+  return n;
+}
+
 struct BinaryCase {
   Shape a, b;
 };
@@ -87,7 +95,8 @@ INSTANTIATE_TEST_SUITE_P(
                       BinaryCase{{0, 3}, {3}},                  // size-0 dim
                       BinaryCase{{2, 0}, {1, 1}},               // size-0 dim broadcast
                       BinaryCase{{5, 1, 7, 1, 3}, {1, 6, 1, 2, 3}},
-                      BinaryCase{{17'000'000}, {1}}));          // > 65535 workgroups of 256
+                      BinaryCase{{17'000'000}, {1}}),           // > 65535 workgroups of 256
+    [](const auto& info) { return "a_" + dimsName(info.param.a) + "_b_" + dimsName(info.param.b); });
 
 struct UnaryCase {
   const char* op;
@@ -115,7 +124,8 @@ TEST_P(UnaryOpTest, MatchesCpuReference) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, UnaryOpTest,
                          ::testing::Values(Shape{}, Shape{1}, Shape{0}, Shape{3, 0, 2}, Shape{257}, Shape{31, 33},
-                                           Shape{16'777'217}));
+                                           Shape{16'777'217}),
+                         [](const auto& info) { return dimsName(info.param); });
 
 struct ReduceCase {
   Shape shape;
@@ -172,7 +182,12 @@ INSTANTIATE_TEST_SUITE_P(Shapes, ReduceOpTest,
                                            ReduceCase{{3, 1}, {1}, false},        // size-1 dim
                                            ReduceCase{{2, 3}, {0}, false},
                                            ReduceCase{{70'000, 3}, {1}, false},   // > 65535 rows
-                                           ReduceCase{{100'000}, {0}, false}));
+                                           ReduceCase{{100'000}, {0}, false}),
+                         [](const auto& info) {
+                           std::string dims;
+                           for (auto d : info.param.dims) dims += "_" + std::string(d < 0 ? "m" : "") + std::to_string(std::abs(d));
+                           return dimsName(info.param.shape) + "_dims" + dims + (info.param.keepdim ? "_keep" : "");
+                         });
 
 struct MatmulCase {
   Shape a, b;
@@ -217,7 +232,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, MatmulOpTest,
                                            MatmulCase{{7}, {7, 3}}, MatmulCase{{4, 7}, {7}}, MatmulCase{{9}, {9}},
                                            MatmulCase{{2, 3, 5, 4}, {4, 6}},     // batch x matrix
                                            MatmulCase{{3, 1, 5, 4}, {2, 4, 6}},  // broadcast batches
-                                           MatmulCase{{0, 4}, {4, 3}}, MatmulCase{{3, 0}, {0, 2}}));
+                                           MatmulCase{{0, 4}, {4, 3}}, MatmulCase{{3, 0}, {0, 2}}),
+                         [](const auto& info) { return dimsName(info.param.a) + "_at_" + dimsName(info.param.b); });
 
 TEST_F(EngineTest, OpErrorsNameOpAndArgument) {
   auto a = upload({2, 3}, randomData(6)), b = upload({4, 5}, randomData(20));
