@@ -1,0 +1,23 @@
+# The floor of tensord's stack for the benchmark: a trivial Cap'n Proto
+# interface served over loopback TCP, with no daemon, device or registry
+# behind it. Not part of tensord's protocol.
+
+@0xdf4fb7da7d6eb826;
+
+$import "/capnp/c++.capnp".namespace("tensord::bench::proto");
+
+interface Echo {
+  ping @0 (value :UInt64) -> (value :UInt64);
+
+  upload @1 () -> (sink :Sink);
+  # A sink on the server that counts what it is sent (bytes to the server).
+
+  download @2 (sink :Sink, bytes :UInt64, chunkBytes :UInt32) -> ();
+  # The server streams `bytes` into the client's sink in chunks, then calls
+  # sink.done(); returns after done() returned.
+}
+
+interface Sink {
+  write @0 (data :Data) -> stream;
+  done @1 () -> (bytes :UInt64);
+}

@@ -1,0 +1,169 @@
+#include "bench/echo_floor.h"
+
+#include <capnp/rpc-twoparty.h>
+#include <kj/async-io.h>
+#include <kj/async.h>
+
+#include <algorithm>
+#include <chrono>
+#include <future>
+#include <stdexcept>
+#include <thread>
+
+#include "bench/echo.capnp.h"
+
+namespace tensord::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// Counts the bytes written into it.
+class CountingSink final : public proto::Sink::Server {
+ public:
+  kj::Promise<void> write(WriteContext context) override {
+    bytes_ += context.getParams().getData().size();
+    return kj::READY_NOW;
+  }
+  kj::Promise<void> done(DoneContext context) override {
+    context.getResults().setBytes(bytes_);
+    return kj::READY_NOW;
+  }
+
+ private:
+  uint64_t bytes_ = 0;
+};
+
+// Streams `left` bytes of `chunk` (repeated) into `sink`, then calls done().
+kj::Promise<void> pump(proto::Sink::Client sink, kj::ArrayPtr<const kj::byte> chunk, uint64_t left) {
+  if (left == 0) return sink.doneRequest().send().ignoreResult();
+  size_t n = size_t(std::min<uint64_t>(left, chunk.size()));
+  auto request = sink.writeRequest();
+  request.setData(chunk.slice(0, n));
+  return request.send().then([sink, chunk, left, n]() mutable { return pump(kj::mv(sink), chunk, left - n); });
+}
+
+class EchoImpl final : public proto::Echo::Server {
+ public:
+  kj::Promise<void> ping(PingContext context) override {
+    context.getResults().setValue(context.getParams().getValue());
+    return kj::READY_NOW;
+  }
+  kj::Promise<void> upload(UploadContext context) override {
+    context.getResults().setSink(kj::heap<CountingSink>());
+    return kj::READY_NOW;
+  }
+  kj::Promise<void> download(DownloadContext context) override {
+    auto params = context.getParams();
+    uint32_t chunkBytes = std::max<uint32_t>(1, params.getChunkBytes());
+    if (chunk_.size() != chunkBytes) {
+      chunk_ = kj::heapArray<kj::byte>(chunkBytes);
+      for (size_t i = 0; i < chunk_.size(); ++i) chunk_[i] = kj::byte(i * 131);
+    }
+    return pump(params.getSink(), chunk_.asPtr(), params.getBytes());
+  }
+
+ private:
+  kj::Array<kj::byte> chunk_;
+};
+
+// The echo server on its own thread and event loop, listening on 127.0.0.1:0.
+class EchoServer {
+ public:
+  EchoServer() {
+    std::promise<uint16_t> ready;
+    auto port = ready.get_future();
+    thread_ = std::thread([this, &ready] { run(ready); });
+    port_ = port.get();
+  }
+  ~EchoServer() {
+    executor_->executeSync([this] { stop_->fulfill(); });
+    thread_.join();
+  }
+  uint16_t port() const { return port_; }
+
+ private:
+  void run(std::promise<uint16_t>& ready) {
+    try {
+      auto io = kj::setupAsyncIo();
+      auto address = io.provider->getNetwork().parseAddress("127.0.0.1", 0).wait(io.waitScope);
+      auto listener = address->listen();
+      capnp::TwoPartyServer server(kj::heap<EchoImpl>());
+      auto stop = kj::newPromiseAndFulfiller<void>();
+      stop_ = kj::mv(stop.fulfiller);
+      executor_ = kj::getCurrentThreadExecutor().addRef();
+      ready.set_value(uint16_t(listener->getPort()));
+      server.listen(*listener).exclusiveJoin(kj::mv(stop.promise)).wait(io.waitScope);
+    } catch (...) {
+      try {
+        ready.set_exception(std::current_exception());
+      } catch (const std::future_error&) {
+      }
+    }
+  }
+
+  std::thread thread_;
+  uint16_t port_ = 0;
+  kj::Own<const kj::Executor> executor_;      // set on the server thread before `ready`
+  kj::Own<kj::PromiseFulfiller<void>> stop_;  // used on the server thread only
+};
+
+}  // namespace
+
+FloorResults measureFloor(const FloorPlan& plan) {
+  EchoServer server;
+  auto io = kj::setupAsyncIo();
+  auto& ws = io.waitScope;
+  auto address = io.provider->getNetwork().parseAddress("127.0.0.1", server.port()).wait(ws);
+  auto connection = address->connect().wait(ws);
+  capnp::TwoPartyClient client(*connection);
+  auto echo = client.bootstrap().castAs<proto::Echo>();
+
+  FloorResults results;
+  for (int i = 0; i < plan.pingWarmup + plan.pings; ++i) {
+    auto start = Clock::now();
+    auto request = echo.pingRequest();
+    request.setValue(uint64_t(i));
+    auto response = request.send().wait(ws);
+    double seconds = since(start);
+    if (response.getValue() != uint64_t(i)) throw std::runtime_error("echo ping returned the wrong value");
+    if (i >= plan.pingWarmup) results.pingSeconds.push_back(seconds);
+  }
+
+  auto source = kj::arrayPtr(reinterpret_cast<const kj::byte*>(plan.source.data()), plan.source.size());
+  for (size_t s = 0; s < plan.transferBytes.size(); ++s) {
+    uint64_t bytes = plan.transferBytes[s];
+    if (bytes > source.size()) throw std::invalid_argument("floor plan: source smaller than a transfer");
+    auto& up = results.uploadSeconds.emplace_back();
+    auto& down = results.downloadSeconds.emplace_back();
+    for (int r = 0; r < plan.transferRepeats[s]; ++r) {
+      // Upload: a server-side sink takes the bytes in chunks.
+      auto start = Clock::now();
+      proto::Sink::Client sink = echo.uploadRequest().send().getSink();
+      for (uint64_t offset = 0; offset < bytes; offset += plan.chunkBytes) {
+        size_t n = size_t(std::min<uint64_t>(plan.chunkBytes, bytes - offset));
+        auto request = sink.writeRequest();
+        request.setData(source.slice(offset, offset + n));
+        request.send().wait(ws);  // returns at once while the flow window has room
+      }
+      uint64_t got = sink.doneRequest().send().wait(ws).getBytes();
+      up.push_back(since(start));
+      if (got != bytes) throw std::runtime_error("echo upload lost bytes");
+
+      // Download: the server streams into a sink here.
+      auto counter = kj::heap<CountingSink>();
+      proto::Sink::Client local = kj::mv(counter);
+      start = Clock::now();
+      auto request = echo.downloadRequest();
+      request.setSink(local);
+      request.setBytes(bytes);
+      request.setChunkBytes(plan.chunkBytes);
+      request.send().wait(ws);
+      down.push_back(since(start));
+    }
+  }
+  return results;
+}
+
+}  // namespace tensord::bench

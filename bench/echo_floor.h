@@ -1,0 +1,31 @@
+#pragma once
+// The bare Cap'n Proto figures tensord's are compared with: a trivial call
+// and `-> stream` transfers in fixed chunks over loopback TCP, server and
+// client each on their own thread with their own KJ event loop.
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace tensord::bench {
+
+struct FloorPlan {
+  int pingWarmup = 50;
+  int pings = 2000;
+  std::vector<uint64_t> transferBytes;  // one entry per size
+  std::vector<int> transferRepeats;     // repeats per size
+  uint32_t chunkBytes = 1u << 20;
+  std::span<const std::byte> source;  // at least max(transferBytes) bytes
+};
+
+struct FloorResults {
+  std::vector<double> pingSeconds;                   // one per ping
+  std::vector<std::vector<double>> uploadSeconds;    // [size][repeat]
+  std::vector<std::vector<double>> downloadSeconds;  // [size][repeat]
+};
+
+// Runs the whole plan; must be called on a thread with no KJ event loop.
+FloorResults measureFloor(const FloorPlan& plan);
+
+}  // namespace tensord::bench

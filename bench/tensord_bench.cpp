@@ -1,0 +1,281 @@
+// tensord_bench: drives a real tensord over loopback and prints, from one
+// run, its figures next to a bare Cap'n Proto floor measured in the same run:
+//   - tiny-op round trip p50/p99 vs a trivial Cap'n Proto call;
+//   - a 50-op pipelined chain vs 50 sequential round trips;
+//   - upload/download GB/s vs a bare `-> stream` of the same bytes.
+// It starts its own daemon on 127.0.0.1:0 unless --connect names one.
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench/echo_floor.h"
+#include "bench/stats.h"
+#include "tensord/client.h"
+#include "tests/integration/daemon_process.h"
+
+namespace tensord::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+constexpr int kChainLength = 50;
+
+struct Options {
+  std::string connect;  // "" = start a daemon
+  std::string token{kDefaultToken};
+  std::string tensord;  // daemon binary; "" = next to this program's build
+  int iterations = 2000;
+  int chainRepeats = 20;
+  std::vector<uint64_t> sizes = {1ull << 20, 64ull << 20, 1ull << 30};
+  int repeats = 0;  // 0 = by size
+};
+
+void usage(const char* argv0) {
+  std::printf(
+      "usage: %s [--quick] [--connect HOST:PORT] [--token T] [--tensord PATH]\n"
+      "          [--iterations N] [--chain-repeats N] [--sizes 1M,64M,1G] [--repeats N]\n"
+      "  --quick           200 tiny calls, 5 chains, sizes 1M,64M\n"
+      "  --connect ADDR    use a running daemon (default: start one on 127.0.0.1:0)\n"
+      "  --token T         token for --connect (default: the shipped default credential)\n"
+      "  --tensord PATH    daemon binary to start (default: ../server/tensord next to this program)\n"
+      "  --iterations N    tiny-op and bare calls timed (default 2000)\n"
+      "  --chain-repeats N chains of 50 timed each way (default 20)\n"
+      "  --sizes LIST      transfer sizes, K/M/G suffixes are binary (default 1M,64M,1G)\n"
+      "  --repeats N       transfers per size (default 20 up to 1 MiB, 5 up to 64 MiB, else 2)\n",
+      argv0);
+}
+
+uint64_t parseSize(const std::string& text) {
+  size_t used = 0;
+  uint64_t value = std::stoull(text, &used);
+  std::string suffix = text.substr(used);
+  if (suffix == "K" || suffix == "k") return value << 10;
+  if (suffix == "M" || suffix == "m") return value << 20;
+  if (suffix == "G" || suffix == "g") return value << 30;
+  if (suffix.empty()) return value;
+  throw std::invalid_argument("bad size '" + text + "' (use e.g. 64M)");
+}
+
+Options parseOptions(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) throw std::invalid_argument(arg + " needs a value");
+      return argv[++i];
+    };
+    if (arg == "--quick") {
+      o.iterations = 200;
+      o.chainRepeats = 5;
+      o.sizes = {1ull << 20, 64ull << 20};
+    } else if (arg == "--connect") {
+      o.connect = value();
+    } else if (arg == "--token") {
+      o.token = value();
+    } else if (arg == "--tensord") {
+      o.tensord = value();
+    } else if (arg == "--iterations") {
+      o.iterations = std::stoi(value());
+    } else if (arg == "--chain-repeats") {
+      o.chainRepeats = std::stoi(value());
+    } else if (arg == "--repeats") {
+      o.repeats = std::stoi(value());
+    } else if (arg == "--sizes") {
+      o.sizes.clear();
+      std::string list = value();
+      for (size_t at = 0; at <= list.size();) {
+        size_t comma = list.find(',', at);
+        if (comma == std::string::npos) comma = list.size();
+        o.sizes.push_back(parseSize(list.substr(at, comma - at)));
+        at = comma + 1;
+      }
+    } else if (arg == "--help" || arg == "-h") {
+      usage(argv[0]);
+      std::exit(0);
+    } else {
+      throw std::invalid_argument("unknown argument '" + arg + "'");
+    }
+  }
+  for (uint64_t s : o.sizes) {
+    if (s == 0 || s % 4 != 0) throw std::invalid_argument("transfer sizes must be positive multiples of 4 bytes");
+  }
+  return o;
+}
+
+int repeatsFor(const Options& o, uint64_t bytes) {
+  if (o.repeats > 0) return o.repeats;
+  return bytes <= (1ull << 20) ? 20 : bytes <= (64ull << 20) ? 5 : 2;
+}
+
+std::string hostCpu() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      auto colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
+    }
+  }
+  return "unknown CPU";
+}
+
+std::filesystem::path defaultDaemonBinary() {
+  return std::filesystem::canonical("/proc/self/exe").parent_path().parent_path() / "server" / "tensord";
+}
+
+struct TransferTimes {
+  std::vector<double> upload, download;
+};
+
+int run(const Options& o) {
+  std::unique_ptr<testing::DaemonProcess> daemon;
+  ConnectOptions connectOptions{.address = o.connect, .token = o.token};
+  if (o.connect.empty()) {
+    testing::DaemonOptions d;
+    d.binary = o.tensord.empty() ? defaultDaemonBinary() : std::filesystem::path(o.tensord);
+    d.token = "bench-token";
+    d.principal = "bench";
+    daemon = std::make_unique<testing::DaemonProcess>(d);
+    connectOptions = {.address = daemon->address(), .token = d.token};
+  }
+
+  uint64_t maxBytes = *std::max_element(o.sizes.begin(), o.sizes.end());
+  std::vector<std::byte> source(maxBytes);
+  for (size_t i = 0; i < source.size(); ++i) source[i] = std::byte(uint8_t(i * 2654435761u >> 13));
+
+  Client client(connectOptions);
+  DaemonInfo info = client.info();
+
+  // Tiny op: add on 1-element tensors, each call waited for.
+  Tensor one = client.upload(Shape{1}, std::vector<float>{1.0f});
+  one.wait();
+  std::vector<double> tiny;
+  int warmup = std::min(50, o.iterations);
+  for (int i = 0; i < warmup + o.iterations; ++i) {
+    auto start = Clock::now();
+    Tensor sum = one + one;
+    sum.wait();
+    if (i >= warmup) tiny.push_back(since(start));
+  }
+
+  // Chains of 50 adds: all pipelined (one wait) vs one round trip each.
+  std::vector<double> pipelined, sequential;
+  for (int r = 0; r < o.chainRepeats; ++r) {
+    auto start = Clock::now();
+    Tensor x = one;
+    for (int i = 0; i < kChainLength; ++i) x = x + one;
+    x.wait();
+    pipelined.push_back(since(start));
+    if (r == 0 && x.toHost() != std::vector<float>{float(kChainLength + 1)}) {
+      throw std::runtime_error("the pipelined chain computed a wrong value");
+    }
+    start = Clock::now();
+    Tensor y = one;
+    for (int i = 0; i < kChainLength; ++i) {
+      y = y + one;
+      y.wait();
+    }
+    sequential.push_back(since(start));
+  }
+
+  // Transfers: f32 tensors of each size, up then down.
+  std::vector<TransferTimes> transfers;
+  std::vector<int> repeats;
+  for (uint64_t bytes : o.sizes) {
+    auto& t = transfers.emplace_back();
+    repeats.push_back(repeatsFor(o, bytes));
+    for (int r = 0; r < repeats.back(); ++r) {
+      auto start = Clock::now();
+      Tensor tensor = client.upload(DType::F32, Shape{int64_t(bytes / 4)}, std::span(source.data(), bytes));
+      tensor.wait();
+      t.upload.push_back(since(start));
+      start = Clock::now();
+      std::vector<std::byte> back = tensor.bytes();
+      t.download.push_back(since(start));
+      if (back.size() != bytes || std::memcmp(back.data(), source.data(), bytes) != 0) {
+        throw std::runtime_error("a downloaded tensor differs from the uploaded bytes");
+      }
+    }
+  }
+
+  // The floor, on its own threads (the client above owns this thread's loop).
+  FloorPlan plan{.pingWarmup = warmup,
+                 .pings = o.iterations,
+                 .transferBytes = o.sizes,
+                 .transferRepeats = repeats,
+                 .chunkBytes = 1u << 20,
+                 .source = source};
+  FloorResults floor = std::async(std::launch::async, [&] { return measureFloor(plan); }).get();
+
+  // ---- report
+  std::printf("tensord_bench: tensord %s, protocol %u\n", info.version.c_str(), info.protocolVersion);
+  std::printf("  device: %s (%s; driver %s; Vulkan %s; %.1f GiB)\n", info.device.name.c_str(), info.device.kind.c_str(),
+              info.device.driver.c_str(), info.device.apiVersion.c_str(),
+              double(info.device.memoryBytes) / double(1ull << 30));
+  std::printf("  host:   %s, %u hardware threads\n", hostCpu().c_str(), std::thread::hardware_concurrency());
+  std::printf("  daemon: %s (%s), client and floor over loopback TCP\n\n", connectOptions.address.c_str(),
+              daemon ? "started by this run" : "already running");
+
+  std::printf("round trip (%d calls each)\n", o.iterations);
+  row("", {"tensord", "capnp floor", "tensord/floor"});
+  for (double p : {50.0, 99.0}) {
+    double t = percentile(tiny, p), f = percentile(floor.pingSeconds, p);
+    row("tiny op (add, 1 element) p" + std::to_string(int(p)), {micros(t), micros(f), ratio(t / f)});
+  }
+
+  std::printf("\nchain of %d ops (add, 1 element), median of %d\n", kChainLength, o.chainRepeats);
+  row("", {"tensord", "", "seq/pipelined"});
+  double pipe = median(pipelined), seq = median(sequential);
+  row("pipelined, one wait", {millis(pipe), "", ""});
+  row("sequential, 50 round trips", {millis(seq), "", ratio(seq / pipe)});
+
+  std::printf("\ntransfers (GB = 1e9 bytes; floor: `-> stream` in 1 MiB chunks), median\n");
+  row("", {"tensord", "capnp floor", "tensord/floor"});
+  for (size_t s = 0; s < o.sizes.size(); ++s) {
+    uint64_t bytes = o.sizes[s];
+    double up = median(transfers[s].upload), down = median(transfers[s].download);
+    double fUp = median(floor.uploadSeconds[s]), fDown = median(floor.downloadSeconds[s]);
+    std::string repeatsNote = " (x" + std::to_string(repeats[s]) + ")";
+    row("upload " + sizeName(bytes) + repeatsNote, {gbps(bytes, up), gbps(bytes, fUp), ratio(fUp / up)});
+    row("download " + sizeName(bytes) + repeatsNote, {gbps(bytes, down), gbps(bytes, fDown), ratio(fDown / down)});
+  }
+  std::fflush(stdout);
+
+  if (daemon) {
+    auto status = daemon->stop();
+    if (!status || *status != 0) {
+      std::fprintf(stderr, "tensord did not exit cleanly on SIGTERM; its log:\n%s", daemon->log().c_str());
+      return 1;
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace tensord::bench
+
+int main(int argc, char** argv) {
+  try {
+    return tensord::bench::run(tensord::bench::parseOptions(argc, argv));
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "tensord_bench: %s\n", e.what());
+    tensord::bench::usage(argv[0]);
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tensord_bench: %s\n", e.what());
+    return 1;
+  }
+}

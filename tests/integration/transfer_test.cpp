@@ -1,0 +1,146 @@
+// Upload/download through the client library: bit-exact round trips for
+// several dtypes and sizes (0 elements, sizes that are not a multiple of the
+// daemon's chunk), a 1 GiB f32 tensor, and named tensors across clients.
+
+#include <cstring>
+#include <random>
+
+#include "tests/integration/daemon_test.h"
+
+namespace tensord::testing {
+namespace {
+
+class IntegrationTransfer : public DaemonTest {};
+
+// Random bytes that are valid elements of `dtype`; float types keep the top
+// exponent bit clear so no value is NaN or infinite.
+std::vector<std::byte> randomElements(DType dtype, size_t count, uint32_t seed) {
+  std::mt19937_64 rng(seed);
+  size_t width = dtypeSize(dtype);
+  std::vector<std::byte> out(count * width);
+  for (size_t i = 0; i < count; ++i) {
+    uint64_t bits = rng();
+    switch (dtype) {
+      case DType::F32:
+        bits &= 0xBFFFFFFFu;
+        break;
+      case DType::F16:
+      case DType::BF16:
+        bits &= 0xBFFFu;
+        break;
+      case DType::Bool:
+        bits &= 1u;
+        break;
+      default:
+        break;
+    }
+    std::memcpy(out.data() + i * width, &bits, width);
+  }
+  return out;
+}
+
+int64_t product(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+TEST_F(IntegrationTransfer, RoundTripIsBitExactForDtypesAndSizes) {
+  auto client = connect();
+  uint64_t chunk = client->info().chunkBytes;
+  ASSERT_GT(chunk, 0u) << "DaemonInfo.chunkBytes must name the preferred chunk size";
+
+  struct Case {
+    DType dtype;
+    Shape shape;
+  };
+  std::vector<Case> cases = {
+      {DType::F32, {0}},
+      {DType::F32, {3, 0, 5}},
+      {DType::F32, {}},  // a scalar
+      {DType::F32, {7, 13}},
+      {DType::F32, {int64_t(chunk / 4) + 1}},      // one element past a chunk
+      {DType::I32, {int64_t(chunk / 4) * 2 + 3}},  // two chunks and a bit
+      {DType::U8, {int64_t(chunk) * 3 + 7}},       // bytes not a multiple of anything
+      {DType::U8, {int64_t(chunk)}},               // exactly one chunk
+      {DType::I64, {1000, 3}},
+      {DType::F16, {4097}},
+      {DType::BF16, {33, 2}},
+      {DType::Bool, {129}},
+  };
+  uint32_t seed = 1;
+  for (const auto& c : cases) {
+    SCOPED_TRACE(std::string(dtypeName(c.dtype)) + " with " + std::to_string(product(c.shape)) + " elements");
+    auto data = randomElements(c.dtype, size_t(product(c.shape)), seed++);
+    Tensor t = client->upload(c.dtype, c.shape, data);
+    TensorInfo info = t.info();
+    EXPECT_EQ(info.dtype, c.dtype);
+    EXPECT_EQ(info.shape, c.shape);
+    EXPECT_EQ(info.bytes, data.size());
+    std::vector<std::byte> back = t.bytes();
+    ASSERT_EQ(back.size(), data.size());
+    EXPECT_TRUE(back == data) << "downloaded bytes differ from the uploaded ones";
+  }
+}
+
+// Element i of the 1 GiB pattern: a finite f32 bit pattern that differs
+// between neighbours and repeats with no short period.
+uint32_t patternBits(uint64_t i) {
+  uint64_t x = (i + 1) * 0x9E3779B97F4A7C15ull;
+  x ^= x >> 29;
+  return uint32_t(x) & 0xBFFFFFFFu;
+}
+
+TEST_F(IntegrationTransfer, OneGibF32TensorRoundTripsBitExact) {
+  constexpr int64_t kElements = int64_t(1) << 28;  // 1 GiB of f32
+  auto client = connect();
+  Tensor t;
+  {
+    // The source lives only for the upload; the download is compared against
+    // the generator, so at most two copies exist at any time.
+    std::vector<uint32_t> source(kElements);
+    for (int64_t i = 0; i < kElements; ++i) source[size_t(i)] = patternBits(uint64_t(i));
+    t = client->upload(DType::F32, Shape{int64_t(1) << 14, int64_t(1) << 14}, std::as_bytes(std::span(source)));
+    t.wait();
+  }
+  EXPECT_EQ(t.info().bytes, uint64_t(kElements) * 4);
+  std::vector<std::byte> back = t.bytes();
+  ASSERT_EQ(back.size(), uint64_t(kElements) * 4);
+  int64_t mismatches = 0, first = -1;
+  for (int64_t i = 0; i < kElements; ++i) {
+    uint32_t got;
+    std::memcpy(&got, back.data() + i * 4, 4);
+    if (got != patternBits(uint64_t(i))) {
+      if (first < 0) first = i;
+      ++mismatches;
+    }
+  }
+  EXPECT_EQ(mismatches, 0) << "first mismatch at element " << first;
+}
+
+TEST_F(IntegrationTransfer, NamedTensorOutlivesItsClient) {
+  auto data = randomFloats(1000, 7);
+  {
+    auto a = connect();
+    Tensor t = a->upload(Shape{10, 100}, data);
+    t.save("weights");
+  }
+  auto b = connect();
+  Tensor restored = b->restore("weights");
+  TensorInfo info = restored.info();
+  EXPECT_EQ(info.name, "weights");
+  EXPECT_EQ(info.owner, daemon().principal());
+  EXPECT_EQ(info.shape, (Shape{10, 100}));
+  EXPECT_EQ(restored.toHost(), data);
+
+  bool listed = false;
+  for (const auto& entry : b->list()) listed |= entry.name == "weights";
+  EXPECT_TRUE(listed) << "list() does not show the named tensor";
+
+  b->remove("weights");
+  for (const auto& entry : b->list()) EXPECT_NE(entry.name, "weights") << "remove() left the name listed";
+  EXPECT_THROW(b->restore("weights").wait(), Error);
+}
+
+}  // namespace
+}  // namespace tensord::testing
