@@ -19,16 +19,13 @@ constexpr auto kAllAccess = vk::AccessFlagBits::eShaderRead | vk::AccessFlagBits
 
 }  // namespace
 
-BatchRecorder::BatchRecorder(const vk::raii::CommandBuffer& cmd, KernelCache& kernels, uint32_t maxGroups)
-    : cmd_(cmd), kernels_(kernels), maxGroups_(maxGroups) {}
+BatchRecorder::BatchRecorder(const vk::raii::CommandBuffer& cmd, KernelCache& kernels, const uint32_t (&maxGroups)[3])
+    : cmd_(cmd), kernels_(kernels), maxGroups_{maxGroups[0], maxGroups[1], maxGroups[2]} {}
 
 void BatchRecorder::barrier() {
-  // One global barrier orders every command after everything before it.
-  // Coarse but correct; a hazard tracker can narrow it later.
-  if (first_) {
-    first_ = false;
-    return;
-  }
+  // One global barrier orders every command after everything before it,
+  // earlier batches included (a fence wait makes nothing visible to the
+  // device). Coarse but correct; a hazard tracker can narrow it later.
   vk::MemoryBarrier mb{.srcAccessMask = kWriteAccess, .dstAccessMask = kAllAccess};
   cmd_.pipelineBarrier(kWorkStages, kWorkStages, {}, mb, nullptr, nullptr);
 }
@@ -107,7 +104,9 @@ void CommandStream::runBatch(std::deque<Job>& batch) {
   try {
     pool_.reset();
     cmd_.begin({.flags = vk::CommandBufferUsageFlagBits::eOneTimeSubmit});
-    BatchRecorder recorder(cmd_, kernels_, device_.limits().maxComputeWorkGroupCount[0]);
+    uint32_t maxGroups[3];
+    std::copy_n(device_.limits().maxComputeWorkGroupCount.begin(), 3, maxGroups);
+    BatchRecorder recorder(cmd_, kernels_, maxGroups);
     for (size_t i = 0; i < batch.size(); ++i) {
       if (!batch[i].record) continue;
       try {

@@ -25,19 +25,18 @@ class StagingPool;
 // Records device work; lives for one batch. Adds transfer commands to Recorder.
 class BatchRecorder final : public Recorder {
  public:
-  BatchRecorder(const vk::raii::CommandBuffer& cmd, KernelCache& kernels, uint32_t maxGroups);
+  BatchRecorder(const vk::raii::CommandBuffer& cmd, KernelCache& kernels, const uint32_t (&maxGroups)[3]);
   void dispatch(const KernelSource& source, std::span<const std::byte> push, uint32_t gx, uint32_t gy,
                 uint32_t gz) override;
   using Recorder::dispatch;
-  uint32_t maxGroups() const override { return maxGroups_; }
+  uint32_t maxGroups(int axis) const override { return maxGroups_[axis]; }
   void copy(vk::Buffer src, uint64_t srcOffset, vk::Buffer dst, uint64_t dstOffset, uint64_t bytes);
 
  private:
   void barrier();
   const vk::raii::CommandBuffer& cmd_;
   KernelCache& kernels_;
-  uint32_t maxGroups_;
-  bool first_ = true;
+  uint32_t maxGroups_[3];
 };
 
 struct Job {

@@ -65,7 +65,7 @@ void Engine::enqueueCopy(std::shared_ptr<Buffer> src, std::shared_ptr<Buffer> ds
                              [src = std::move(src), dst = std::move(dst), bytes](BatchRecorder& r) {
                                // Capacities are multiples of 256, so whole 16-byte words are in bounds.
                                CopyPush push{src->deviceAddress(), dst->deviceAddress(), uint32_t((bytes + 15) / 16)};
-                               uint32_t groups = uint32_t(std::min<uint64_t>((push.count16 + 255) / 256, r.maxGroups()));
+                               uint32_t groups = uint32_t(std::min<uint64_t>((push.count16 + 255) / 256, r.maxGroups(0)));
                                r.dispatch(copyKernel(), push, groups);
                              },
                          .done = std::move(done)});

@@ -21,9 +21,11 @@ constexpr uint32_t kGroupSize = 256;
 
 std::string withPrelude(const std::string& body) { return kPrelude + body; }
 
-uint32_t groupsFor(uint64_t items, uint32_t perGroup, const Recorder& r) {
+// Workgroups for `items` on `axis`, capped at the device's limit there; the
+// kernels loop (grid stride) over whatever the cap leaves.
+uint32_t groupsFor(uint64_t items, uint32_t perGroup, const Recorder& r, int axis = 0) {
   uint64_t groups = (items + perGroup - 1) / perGroup;
-  return uint32_t(std::min<uint64_t>(groups, r.maxGroups()));
+  return uint32_t(std::min<uint64_t>(groups, r.maxGroups(axis)));
 }
 
 int64_t normalizeDim(const std::string& op, int64_t dim, size_t rank) {
@@ -94,6 +96,30 @@ std::vector<int64_t> broadcastStrides(const Shape& shape, const Shape& out) {
   return strides;
 }
 
+// `out` with the strides of `a` and `b` broadcast to it, size-1 dims dropped
+// and neighbouring dims merged where they are contiguous in both operands.
+struct Coalesced {
+  std::vector<int64_t> shape, sa, sb;
+};
+
+Coalesced coalesce(const Shape& out, const Shape& a, const Shape& b) {
+  auto sa = broadcastStrides(a, out), sb = broadcastStrides(b, out);
+  Coalesced c;
+  for (size_t d = 0; d < out.size(); ++d) {
+    if (out[d] == 1) continue;
+    if (!c.shape.empty() && c.sa.back() == sa[d] * out[d] && c.sb.back() == sb[d] * out[d]) {
+      c.shape.back() *= out[d];
+      c.sa.back() = sa[d];
+      c.sb.back() = sb[d];
+      continue;
+    }
+    c.shape.push_back(out[d]);
+    c.sa.push_back(sa[d]);
+    c.sb.push_back(sb[d]);
+  }
+  return c;
+}
+
 class Binary final : public KernelTemplate {
  public:
   explicit Binary(std::string expr)
@@ -130,39 +156,26 @@ void main() {
       throwInvalid(spec.name + ": inputs '" + spec.inputs[0] + "' " + in[0].str() + " and '" + spec.inputs[1] + "' " +
                    in[1].str() + " cannot be broadcast together (trailing dims must match or be 1)");
     }
+    if (size_t dims = coalesce(*shape, in[0].shape, in[1].shape).shape.size(); dims > kMaxBroadcastRank) {
+      throwInvalid(spec.name + ": broadcasting " + in[0].str() + " with " + in[1].str() + " leaves " +
+                   std::to_string(dims) + " independent dims; at most " + std::to_string(kMaxBroadcastRank) +
+                   " are supported");
+    }
     return {TensorDesc{in[0].dtype, *shape}};
   }
 
   void record(Recorder& r, std::span<const TensorView> in, std::span<const TensorView> out,
               const Attrs&) const override {
-    const Shape& shape = out[0].desc.shape;
-    auto sa = broadcastStrides(in[0].desc.shape, shape);
-    auto sb = broadcastStrides(in[1].desc.shape, shape);
-    // Coalesce: drop size-1 dims, merge neighbours that are contiguous in every operand.
-    std::vector<int64_t> cs, ca, cb;
-    for (size_t d = 0; d < shape.size(); ++d) {
-      if (shape[d] == 1) continue;
-      if (!cs.empty() && ca.back() == sa[d] * shape[d] && cb.back() == sb[d] * shape[d]) {
-        cs.back() *= shape[d];
-        ca.back() = sa[d];
-        cb.back() = sb[d];
-        continue;
-      }
-      cs.push_back(shape[d]);
-      ca.push_back(sa[d]);
-      cb.push_back(sb[d]);
-    }
-    if (cs.empty()) cs = {1}, ca = {1}, cb = {1};
-    if (cs.size() > kMaxBroadcastRank) {
-      throwInvalid("broadcast of " + in[0].desc.str() + " and " + in[1].desc.str() + " needs " +
-                   std::to_string(cs.size()) + " dims after merging; at most " + std::to_string(kMaxBroadcastRank));
-    }
+    // infer() checked that the coalesced rank fits.
+    Coalesced c = coalesce(out[0].desc.shape, in[0].desc.shape, in[1].desc.shape);
+    if (c.shape.empty()) c = {{1}, {1}, {1}};
+    if (c.shape.size() > kMaxBroadcastRank) throw std::logic_error("binary: record() before infer()");
     BinaryPush push{in[0].buffer->deviceAddress(), in[1].buffer->deviceAddress(), out[0].buffer->deviceAddress(),
-                    uint32_t(out[0].desc.numel()), uint32_t(cs.size()), {}, {}, {}};
-    for (size_t d = 0; d < cs.size(); ++d) {
-      push.shape[d] = uint32_t(cs[d]);
-      push.sa[d] = uint32_t(ca[d]);
-      push.sb[d] = uint32_t(cb[d]);
+                    uint32_t(out[0].desc.numel()), uint32_t(c.shape.size()), {}, {}, {}};
+    for (size_t d = 0; d < c.shape.size(); ++d) {
+      push.shape[d] = uint32_t(c.shape[d]);
+      push.sa[d] = uint32_t(c.sa[d]);
+      push.sb[d] = uint32_t(c.sb[d]);
     }
     r.dispatch(source_, push, groupsFor(push.n, kGroupSize, r));
   }
@@ -395,43 +408,31 @@ void main() {
 )")} {}
 
   std::vector<TensorDesc> infer(const OpSpec& spec, std::span<const TensorDesc> in, const Attrs&) const override {
-    return {TensorDesc{in[0].dtype, matmulView(spec.name, in[0], in[1]).out}};
+    MatmulView v = matmulView(spec.name, in[0], in[1]);
+    if (size_t dims = coalesce(v.batch, v.aBatch, v.bBatch).shape.size(); dims > kMaxBatchRank) {
+      throwInvalid(spec.name + ": batch dims of 'a' " + shapeStr(v.aBatch) + " and 'b' " + shapeStr(v.bBatch) +
+                   " leave " + std::to_string(dims) + " independent dims after broadcasting; at most " +
+                   std::to_string(kMaxBatchRank) + " are supported");
+    }
+    return {TensorDesc{in[0].dtype, v.out}};
   }
 
   void record(Recorder& r, std::span<const TensorView> in, std::span<const TensorView> out,
               const Attrs&) const override {
     MatmulView v = matmulView("matmul", in[0].desc, in[1].desc);
-    auto sa = broadcastStrides(v.aBatch, v.batch);
-    auto sb = broadcastStrides(v.bBatch, v.batch);
-    // Coalesce batch dims as for broadcasting; strides scale by the matrix sizes.
-    std::vector<int64_t> cs, ca, cb;
-    for (size_t d = 0; d < v.batch.size(); ++d) {
-      if (v.batch[d] == 1) continue;
-      if (!cs.empty() && ca.back() == sa[d] * v.batch[d] && cb.back() == sb[d] * v.batch[d]) {
-        cs.back() *= v.batch[d];
-        ca.back() = sa[d];
-        cb.back() = sb[d];
-        continue;
-      }
-      cs.push_back(v.batch[d]);
-      ca.push_back(sa[d]);
-      cb.push_back(sb[d]);
-    }
-    if (cs.size() > kMaxBatchRank) {
-      throwInvalid("matmul: " + std::to_string(cs.size()) + " independent batch dims after merging; at most " +
-                   std::to_string(kMaxBatchRank));
-    }
+    Coalesced c = coalesce(v.batch, v.aBatch, v.bBatch);
+    if (c.shape.size() > kMaxBatchRank) throw std::logic_error("matmul: record() before infer()");
     int64_t batch = 1;
-    for (int64_t s : cs) batch *= s;
+    for (int64_t d : c.shape) batch *= d;
     MatmulPush push{in[0].buffer->deviceAddress(), in[1].buffer->deviceAddress(), out[0].buffer->deviceAddress(),
-                    uint32_t(v.m), uint32_t(v.n), uint32_t(v.k), uint32_t(cs.size()), uint32_t(batch), {}, {}, {}};
-    for (size_t d = 0; d < cs.size(); ++d) {
-      push.shape[d] = uint32_t(cs[d]);
-      push.sa[d] = uint32_t(ca[d] * v.m * v.k);
-      push.sb[d] = uint32_t(cb[d] * v.k * v.n);
+                    uint32_t(v.m), uint32_t(v.n), uint32_t(v.k), uint32_t(c.shape.size()), uint32_t(batch), {}, {}, {}};
+    for (size_t d = 0; d < c.shape.size(); ++d) {
+      push.shape[d] = uint32_t(c.shape[d]);
+      push.sa[d] = uint32_t(c.sa[d] * v.m * v.k);
+      push.sb[d] = uint32_t(c.sb[d] * v.k * v.n);
     }
-    uint32_t gx = groupsFor(uint64_t(v.n), 64, r), gy = groupsFor(uint64_t(v.m), 64, r);
-    r.dispatch(source_, push, gx, gy, groupsFor(uint64_t(batch), 1, r));
+    uint32_t gx = groupsFor(uint64_t(v.n), 64, r, 0), gy = groupsFor(uint64_t(v.m), 64, r, 1);
+    r.dispatch(source_, push, gx, gy, groupsFor(uint64_t(batch), 1, r, 2));
   }
 
  private:

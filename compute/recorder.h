@@ -26,7 +26,7 @@ class Recorder {
   // recorded before (a memory barrier).
   virtual void dispatch(const KernelSource& source, std::span<const std::byte> push, uint32_t groupsX,
                         uint32_t groupsY = 1, uint32_t groupsZ = 1) = 0;
-  virtual uint32_t maxGroups() const = 0;  // per dimension
+  virtual uint32_t maxGroups(int axis) const = 0;  // the device's limit on axis 0 (x), 1 (y) or 2 (z)
 
   template <typename Push>
   void dispatch(const KernelSource& source, const Push& push, uint32_t gx, uint32_t gy = 1, uint32_t gz = 1) {

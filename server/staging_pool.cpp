@@ -18,6 +18,9 @@ kj::Promise<StagingLease> StagingPool::acquire() {
   }
   auto paf = kj::newPromiseAndFulfiller<StagingLease>();
   waiters_.push_back(kj::mv(paf.fulfiller));
+  auto idle = kj::mv(idleHolders_);  // each releases (and unregisters) itself
+  idleHolders_.clear();
+  for (IdleSlotHolder* holder : idle) holder->releaseIdleSlot();
   return kj::mv(paf.promise);
 }
 

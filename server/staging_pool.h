@@ -12,6 +12,7 @@
 #include <kj/async.h>
 
 #include <deque>
+#include <set>
 #include <memory>
 #include <optional>
 
@@ -43,6 +44,16 @@ class StagingLease {
   std::shared_ptr<State> state_;
 };
 
+// Something that may sit on a partly filled slot between requests (an upload
+// waiting for its next chunk). It must hand the slot back when asked.
+class IdleSlotHolder {
+ public:
+  virtual void releaseIdleSlot() = 0;
+
+ protected:
+  ~IdleSlotHolder() = default;
+};
+
 class StagingPool final : private kj::TaskSet::ErrorHandler {
  public:
   explicit StagingPool(compute::Engine& engine);
@@ -52,6 +63,13 @@ class StagingPool final : private kj::TaskSet::ErrorHandler {
   kj::Promise<StagingLease> acquire();       // waits, first come first served
   std::optional<StagingLease> tryAcquire();  // a slot now if nobody waits, else nothing
   bool hasWaiters() const { return !waiters_.empty(); }
+
+  // An idle holder keeps its slot until someone has to wait for one; then
+  // acquire() asks every idle holder to release, so a client that stops
+  // sending mid-upload cannot starve the others. A holder unregisters before
+  // it is destroyed.
+  void addIdleHolder(IdleSlotHolder& holder) { idleHolders_.insert(&holder); }
+  void removeIdleHolder(IdleSlotHolder& holder) { idleHolders_.erase(&holder); }
 
   // Starts a transfer through `lease`'s slot with `start(completion)`, which
   // must enqueue engine work that calls the completion. The slot stays leased
@@ -68,6 +86,7 @@ class StagingPool final : private kj::TaskSet::ErrorHandler {
 
   compute::Engine& engine_;
   std::deque<kj::Own<kj::PromiseFulfiller<StagingLease>>> waiters_;
+  std::set<IdleSlotHolder*> idleHolders_;
   kj::TaskSet tasks_{*this};  // last: its leases are released while the rest still exists
 };
 

@@ -14,6 +14,8 @@ TensorWriterImpl::TensorWriterImpl(std::shared_ptr<SessionState> session, comput
                                    std::shared_ptr<compute::Buffer> buffer)
     : session_(std::move(session)), desc_(std::move(desc)), buffer_(std::move(buffer)) {}
 
+TensorWriterImpl::~TensorWriterImpl() { session_->server().staging.removeIdleHolder(*this); }
+
 void TensorWriterImpl::throwIfFailed() const {
   KJ_IF_MAYBE (failure, status_->failure) {
     kj::Exception copy = *failure;
@@ -42,8 +44,11 @@ kj::Promise<void> TensorWriterImpl::writeNow(WriteContext context) {
   }
   received_ += size;
   return copyIn(context, 0).then([this]() {
-    // Do not sit on a half-filled slot while others wait for one.
-    if (slot_ && session_->server().staging.hasWaiters()) flushSlot();
+    // Do not sit on a half-filled slot while others wait for one; keep it
+    // otherwise, but hand it over as soon as someone has to wait.
+    StagingPool& pool = session_->server().staging;
+    if (slot_ && pool.hasWaiters()) flushSlot();
+    if (slot_) pool.addIdleHolder(*this);
   });
 }
 
@@ -74,6 +79,7 @@ kj::Promise<void> TensorWriterImpl::copyIn(WriteContext context, uint64_t pos) {
 void TensorWriterImpl::flushSlot() {
   if (!slot_) return;
   ServerState& server = session_->server();
+  server.staging.removeIdleHolder(*this);
   const uint64_t bytes = slotFill_;
   const uint64_t dst = flushed_;
   StagingLease lease = kj::mv(slot_);

@@ -19,10 +19,11 @@
 
 namespace tensord::server {
 
-class TensorWriterImpl final : public proto::TensorWriter::Server {
+class TensorWriterImpl final : public proto::TensorWriter::Server, private IdleSlotHolder {
  public:
   TensorWriterImpl(std::shared_ptr<SessionState> session, compute::TensorDesc desc,
                    std::shared_ptr<compute::Buffer> buffer);
+  ~TensorWriterImpl();
 
  protected:
   kj::Promise<void> write(WriteContext context) override;
@@ -39,6 +40,7 @@ class TensorWriterImpl final : public proto::TensorWriter::Server {
   kj::Promise<void> writeNow(WriteContext context);
   kj::Promise<void> copyIn(WriteContext context, uint64_t pos);
   void flushSlot();
+  void releaseIdleSlot() override { flushSlot(); }
   void throwIfFailed() const;
 
   std::shared_ptr<SessionState> session_;

@@ -4,6 +4,7 @@
 #include <future>
 
 #include "compute/error.h"
+#include "compute/kernel_templates.h"
 #include "tests/compute/engine_fixture.h"
 
 namespace tensord::compute::testing {
@@ -32,8 +33,11 @@ TEST_F(EngineTest, ShaderCopyCopiesOddSizes) {
     TensorView src = upload({int64_t(n)}, x);
     TensorView dst{src.desc, engine().allocate(src.desc.bytes(), "test")};
     std::promise<void> done;
-    engine().enqueueCopy(src.buffer, dst.buffer, src.desc.bytes(), [&](std::exception_ptr) { done.set_value(); });
-    done.get_future().wait();
+    engine().enqueueCopy(src.buffer, dst.buffer, src.desc.bytes(), [&](std::exception_ptr e) {
+      if (e) done.set_exception(e);
+      else done.set_value();
+    });
+    done.get_future().get();
     EXPECT_EQ(download(dst), x) << n;
   }
 }
@@ -51,6 +55,50 @@ TEST_F(EngineTest, TransferPastTheEndIsRejected) {
   EXPECT_THROW(engine().enqueueUpload(*slot, 32, t.buffer, 0, nullptr), ComputeError);
   EXPECT_THROW(engine().enqueueDownload(t.buffer, 8, 16, *slot, nullptr), ComputeError);
   engine().releaseStaging(*slot);
+}
+
+// Records dispatches instead of running them, with a GPU's uneven limits.
+class LimitCheckingRecorder final : public Recorder {
+ public:
+  void dispatch(const KernelSource& source, std::span<const std::byte>, uint32_t gx, uint32_t gy,
+                uint32_t gz) override {
+    ++dispatches;
+    EXPECT_LE(gx, maxGroups(0)) << source.name;
+    EXPECT_LE(gy, maxGroups(1)) << source.name;
+    EXPECT_LE(gz, maxGroups(2)) << source.name;
+  }
+  using Recorder::dispatch;
+  uint32_t maxGroups(int axis) const override { return axis == 0 ? 2'147'483'647u : 65'535u; }
+  int dispatches = 0;
+};
+
+TEST_F(EngineTest, DispatchesRespectEachAxisLimit) {
+  // Shapes whose natural grid exceeds 65535 on y (rows) or z (batches).
+  struct Case {
+    const char* op;
+    Shape a, b;
+  };
+  for (const Case& c : {Case{"matmul", {5'000'000, 4}, {4, 4}}, Case{"matmul", {70'000, 2, 2}, {70'000, 2, 2}},
+                        Case{"add", {40'000'000}, {1}}, Case{"sum", {300'000, 2}, {}}}) {
+    const OpSpec& spec = *engine().ops().find(c.op);
+    std::vector<TensorView> in;
+    std::vector<TensorDesc> descs;
+    std::vector<Shape> shapes{c.a};
+    if (!c.b.empty()) shapes.push_back(c.b);
+    for (const Shape& s : shapes) {
+      TensorDesc desc{DType::F32, s};
+      descs.push_back(desc);
+      in.push_back({desc, engine().allocate(4, "test")});  // never run: size is irrelevant
+    }
+    Attrs attrs = validateAttrs(spec, c.op == std::string("sum") ? std::vector<std::pair<std::string, AttrValue>>{
+                                                                       {"dim", int64_t(0)}}
+                                                                 : std::vector<std::pair<std::string, AttrValue>>{});
+    std::vector<TensorView> out;
+    for (auto& desc : inferOutputs(spec, descs, attrs)) out.push_back({desc, engine().allocate(4, "test")});
+    LimitCheckingRecorder recorder;
+    spec.kernel->record(recorder, in, out, attrs);
+    EXPECT_EQ(recorder.dispatches, 1) << c.op;
+  }
 }
 
 TEST_F(EngineTest, DeviceIsNamed) {

@@ -232,7 +232,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, MatmulOpTest,
                                            MatmulCase{{7}, {7, 3}}, MatmulCase{{4, 7}, {7}}, MatmulCase{{9}, {9}},
                                            MatmulCase{{2, 3, 5, 4}, {4, 6}},     // batch x matrix
                                            MatmulCase{{3, 1, 5, 4}, {2, 4, 6}},  // broadcast batches
-                                           MatmulCase{{0, 4}, {4, 3}}, MatmulCase{{3, 0}, {0, 2}}),
+                                           MatmulCase{{0, 4}, {4, 3}}, MatmulCase{{3, 0}, {0, 2}},
+                                           MatmulCase{{70'000, 2, 2}, {70'000, 2, 2}}),  // > 65535 batches
                          [](const auto& info) { return dimsName(info.param.a) + "_at_" + dimsName(info.param.b); });
 
 TEST_F(EngineTest, OpErrorsNameOpAndArgument) {
@@ -254,6 +255,10 @@ TEST_F(EngineTest, OpErrorsNameOpAndArgument) {
   EXPECT_EQ(message("sum", {a}, {{"dims", int64_t(1)}}),
             "sum: unknown attribute 'dims'; it takes dim (ints), keepdim (bool)");
   EXPECT_EQ(message("sum", {a}, {{"keepdim", std::string("yes")}}), "sum: attribute 'keepdim' expects bool, got text");
+  auto c = upload({2, 1, 2, 1, 2, 1, 2}, randomData(16)), d = upload({1, 2, 1, 2, 1, 2, 1}, randomData(8));
+  EXPECT_EQ(message("add", {c, d}),
+            "add: broadcasting f32[2, 1, 2, 1, 2, 1, 2] with f32[1, 2, 1, 2, 1, 2, 1] leaves 7 independent dims; at "
+            "most 6 are supported");
   EXPECT_EQ(message("sum", {a}, {{"dim", int64_t(2)}}),
             "sum: attribute 'dim' is 2; expected a dim in [-2, 1] for a rank-2 input");
 }

@@ -93,6 +93,25 @@ TEST_F(TransferTest, InterleavedUploadsWithOddChunksStayBitExact) {
   }
 }
 
+TEST_F(TransferTest, StalledUploadsDoNotStarveOthers) {
+  auto s = session();
+  // Two uploads take both slots with one small write each, then go quiet.
+  std::vector<proto::TensorWriter::Client> stalled;
+  for (uint32_t i = 0; i < 2; ++i) {
+    auto request = s.uploadRequest();
+    request.initDesc().setDtype(proto::DType::U8);
+    request.getDesc().initShape(1).set(0, 1000);
+    stalled.push_back(request.send().getWriter());
+    auto write = stalled.back().writeRequest();
+    write.initData(10);
+    write.send().wait(waitScope());
+  }
+  // A third upload and a download must still complete.
+  auto data = pattern(200'003, 7);
+  auto t = upload(s, compute::DType::U8, {int64_t(data.size())}, data);
+  EXPECT_EQ(download(t), data);
+}
+
 TEST_F(TransferTest, EmptyTensorRoundTrips) {
   auto s = session();
   auto t = upload(s, compute::DType::F32, {0, 3}, {});
