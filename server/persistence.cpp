@@ -96,14 +96,29 @@ void saveNamedTensors(ServerState& state, const std::filesystem::path& stateDir,
                         {"file", file}});
     total += entry.bytes();
   }
-  std::ofstream(fresh / kManifest) << manifest.dump(2) << "\n";
-  std::filesystem::remove_all(dir);
+  {
+    std::ofstream out(fresh / kManifest);
+    out << manifest.dump(2) << "\n";
+    out.close();
+    if (!out) throw ioError("cannot write", fresh / kManifest);
+  }
+  // Swap in the new set so that some complete set exists at every moment: a
+  // crash between the renames leaves "tensors.old", which the next start reads.
+  const auto old = stateDir / "tensors.old";
+  std::filesystem::remove_all(old);
+  if (std::filesystem::exists(dir)) std::filesystem::rename(dir, old);
   std::filesystem::rename(fresh, dir);
+  std::filesystem::remove_all(old);
   state.log.info("saved {} named tensor(s), {} bytes, to {}", manifest.size(), total, dir.string());
 }
 
 void loadNamedTensors(ServerState& state, const std::filesystem::path& stateDir, kj::WaitScope& waitScope) {
-  const auto dir = stateDir / "tensors";
+  auto dir = stateDir / "tensors";
+  // A stop cut off between the two renames of saveNamedTensors() left the
+  // previous complete set here.
+  if (!std::filesystem::exists(dir / kManifest) && std::filesystem::exists(stateDir / "tensors.old" / kManifest)) {
+    dir = stateDir / "tensors.old";
+  }
   std::ifstream manifestFile(dir / kManifest);
   if (!manifestFile) return;
   json manifest;

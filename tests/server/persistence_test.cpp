@@ -78,6 +78,26 @@ TEST_F(PersistenceTest, NamedTensorsRoundTripThroughTheStateDirectory) {
   EXPECT_EQ(0, std::memcmp(bigFile.data(), data.data(), data.size()));
 }
 
+TEST_F(PersistenceTest, AStopCutOffBetweenTheRenamesKeepsThePreviousSet) {
+  auto s = session();
+  auto t = uploadFloats(s, {3}, {1, 2, 3});
+  auto request = t.saveRequest();
+  request.setName("kept");
+  request.send().wait(waitScope());
+  saveNamedTensors(*state_, dir_, waitScope());
+  // The state a crash after the first rename leaves: only "tensors.old".
+  std::filesystem::rename(dir_ / "tensors", dir_ / "tensors.old");
+
+  ServerState second(config_, *log_, *engine_, io_.provider->getTimer());
+  loadNamedTensors(second, dir_, waitScope());
+  EXPECT_NE(second.registry.findNamed("kept"), nullptr);
+
+  // The next clean save replaces it with a complete "tensors".
+  saveNamedTensors(second, dir_, waitScope());
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "tensors" / "manifest.json"));
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "tensors.old"));
+}
+
 TEST_F(PersistenceTest, NoNamedTensorsLeavesNothingBehind) {
   std::filesystem::create_directories(dir_ / "tensors");
   std::ofstream(dir_ / "tensors" / "manifest.json") << "[]";
