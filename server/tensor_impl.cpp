@@ -65,6 +65,10 @@ kj::Promise<void> TensorImpl::save(SaveContext context) {
   session_->authorize(acl::Action::kSaveTensor, name);
   checkNotFailed(*entry_);
   ServerState& server = session_->server();
+  // Replacing a name takes it from the tensor holding it: that is a delete.
+  if (params.getOverwrite() && server.registry.findNamed(name) != nullptr) {
+    session_->authorize(acl::Action::kDeleteTensor, name);
+  }
   if (!server.registry.save(entry_, name, params.getOverwrite())) {
     kj::throwFatalException(
         failed("save: a tensor named '" + name + "' already exists; pass overwrite to replace it or delete it first"));
