@@ -34,9 +34,9 @@ struct Engine::Impl {
 
 Engine::Engine(EngineOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
 
-Engine::~Engine() {
-  impl_->stream.waitIdle();
-}
+// Impl's members go in reverse order: the stream first finishes every queued
+// job, then the kernel cache saves itself.
+Engine::~Engine() = default;
 
 const DeviceInfo& Engine::device() const { return impl_->device.info(); }
 const OpTable& Engine::ops() const { return impl_->ops; }

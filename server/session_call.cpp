@@ -19,6 +19,10 @@ std::string inputName(const compute::OpSpec& spec, size_t i) {
   return i < spec.inputs.size() ? "'" + spec.inputs[i] + "'" : "#" + std::to_string(i);
 }
 
+std::string outputName(const compute::OpSpec& spec, size_t i) {
+  return i < spec.outputs.size() ? spec.outputs[i] : std::to_string(i);
+}
+
 // Resolves the i-th input capability to the TensorImpl behind it. Errors of
 // the call that produces a pipelined input pass through unchanged.
 kj::Promise<TensorImpl*> resolveInput(ServerState& server, const compute::OpSpec& spec, size_t i,
@@ -75,18 +79,16 @@ kj::Promise<void> SessionImpl::call(CallContext context) {
     const uint64_t limit = server.config.limits.maxTensorBytes;
     for (size_t i = 0; i < outDescs.size(); ++i) {
       if (outDescs[i].bytes() > limit) {
-        const std::string name = i < spec->outputs.size() ? spec->outputs[i] : std::to_string(i);
-        kj::throwFatalException(failed(spec->name + ": output '" + name + "' would be " + outDescs[i].str() + " (" +
-                                       std::to_string(outDescs[i].bytes()) + " bytes); expected at most " +
-                                       std::to_string(limit) + " bytes (limits.max_tensor_bytes)"));
+        kj::throwFatalException(failed(spec->name + ": output '" + outputName(*spec, i) + "' would be " +
+                                       outDescs[i].str() + " (" + std::to_string(outDescs[i].bytes()) +
+                                       " bytes); expected at most " + std::to_string(limit) +
+                                       " bytes (limits.max_tensor_bytes)"));
       }
     }
     std::vector<compute::TensorView> outputViews;
     for (size_t i = 0; i < outDescs.size(); ++i) {
       const compute::TensorDesc& desc = outDescs[i];
-      const std::string what = spec->name + ": output '" +
-                               (i < spec->outputs.size() ? spec->outputs[i] : std::to_string(i)) + "' (" + desc.str() +
-                               ")";
+      const std::string what = spec->name + ": output '" + outputName(*spec, i) + "' (" + desc.str() + ")";
       auto buffer =
           mapComputeErrors(what, [&] { return server.engine.allocate(desc.bytes(), session->principal.name); });
       outputViews.push_back({desc, std::move(buffer)});
