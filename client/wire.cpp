@@ -108,6 +108,8 @@ std::string attrTypeName(proto::AttrType type) {
       return "ints";
     case proto::AttrType::FLOATS:
       return "floats";
+    case proto::AttrType::SCALAR:
+      return "scalar";
   }
   return "type#" + std::to_string(int(type));
 }

@@ -7,7 +7,7 @@
 namespace tensord::compute {
 
 std::string_view attrTypeName(AttrType type) {
-  static constexpr std::array<std::string_view, 6> kNames = {"int", "float", "bool", "text", "ints", "floats"};
+  static constexpr std::array<std::string_view, 7> kNames = {"int", "float", "bool", "text", "ints", "floats", "scalar"};
   return kNames[size_t(type)];
 }
 
@@ -28,6 +28,15 @@ const std::vector<int64_t>& Attrs::getInts(std::string_view name) const {
 }
 const std::vector<double>& Attrs::getFloats(std::string_view name) const {
   return std::get<std::vector<double>>(at(name));
+}
+
+double Attrs::getNumber(std::string_view name, bool* isFloat) const {
+  const AttrValue& v = at(name);
+  if (isFloat) *isFloat = std::holds_alternative<double>(v);
+  if (auto* f = std::get_if<double>(&v)) return *f;
+  if (auto* i = std::get_if<int64_t>(&v)) return double(*i);
+  if (auto* b = std::get_if<bool>(&v)) return *b ? 1.0 : 0.0;
+  throw std::logic_error("attribute '" + std::string(name) + "' is not a number");
 }
 
 }  // namespace tensord::compute

@@ -10,7 +10,10 @@
 
 namespace tensord::compute {
 
-enum class AttrType : uint8_t { kInt, kFloat, kBool, kText, kInts, kFloats };
+// kScalar is a number operand (`add x --attr other=2.5`): int or float, kept
+// as given, because an int scalar keeps an int tensor int and a float one
+// promotes it (PyTorch's rules for Python scalars).
+enum class AttrType : uint8_t { kInt, kFloat, kBool, kText, kInts, kFloats, kScalar };
 
 using AttrValue = std::variant<int64_t, double, bool, std::string, std::vector<int64_t>, std::vector<double>>;
 
@@ -31,6 +34,9 @@ class Attrs {
   const std::string& getText(std::string_view name) const;
   const std::vector<int64_t>& getInts(std::string_view name) const;
   const std::vector<double>& getFloats(std::string_view name) const;
+  // A kScalar (or kInt/kFloat/kBool) attribute as a number; `isFloat` tells
+  // whether it was given as a float.
+  double getNumber(std::string_view name, bool* isFloat = nullptr) const;
 
   const std::map<std::string, AttrValue, std::less<>>& values() const { return values_; }
 

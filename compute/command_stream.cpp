@@ -2,6 +2,7 @@
 
 #include <future>
 
+#include "compute/allocator.h"
 #include "compute/device.h"
 #include "compute/kernel_cache.h"
 
@@ -19,8 +20,34 @@ constexpr auto kAllAccess = vk::AccessFlagBits::eShaderRead | vk::AccessFlagBits
 
 }  // namespace
 
-BatchRecorder::BatchRecorder(const vk::raii::CommandBuffer& cmd, KernelCache& kernels, const uint32_t (&maxGroups)[3])
-    : cmd_(cmd), kernels_(kernels), maxGroups_{maxGroups[0], maxGroups[1], maxGroups[2]} {}
+BatchRecorder::BatchRecorder(const vk::raii::CommandBuffer& cmd, KernelCache& kernels, ParamArena& arena,
+                             CachingAllocator& allocator, const uint32_t (&maxGroups)[3])
+    : cmd_(cmd),
+      kernels_(kernels),
+      arena_(arena),
+      allocator_(allocator),
+      maxGroups_{maxGroups[0], maxGroups[1], maxGroups[2]} {}
+
+uint64_t BatchRecorder::params(std::span<const std::byte> bytes) { return arena_.copy(bytes).address; }
+
+std::shared_ptr<Buffer> BatchRecorder::scratch(uint64_t bytes) {
+  scratch_.push_back(allocator_.allocate(std::max<uint64_t>(bytes, 16), "(scratch)"));
+  return scratch_.back();
+}
+
+uint64_t BatchRecorder::errorSlot(DeviceErrorDescriber describe) {
+  auto slot = arena_.allocate(8 * sizeof(uint32_t));
+  errorSlots_.push_back({job_, reinterpret_cast<const uint32_t*>(slot.host), std::move(describe)});
+  return slot.address;
+}
+
+std::exception_ptr BatchRecorder::deviceError(size_t job) const {
+  for (const auto& slot : errorSlots_) {
+    if (slot.job != job || slot.words[0] == 0) continue;
+    return std::make_exception_ptr(ComputeError(ComputeError::Kind::kInvalid, slot.describe(slot.words)));
+  }
+  return nullptr;
+}
 
 void BatchRecorder::barrier() {
   // One global barrier orders every command after everything before it,
@@ -46,9 +73,11 @@ void BatchRecorder::copy(vk::Buffer src, uint64_t srcOffset, vk::Buffer dst, uin
   cmd_.copyBuffer(src, dst, vk::BufferCopy{.srcOffset = srcOffset, .dstOffset = dstOffset, .size = bytes});
 }
 
-CommandStream::CommandStream(const Device& device, KernelCache& kernels)
+CommandStream::CommandStream(const Device& device, KernelCache& kernels, CachingAllocator& allocator)
     : device_(device),
       kernels_(kernels),
+      allocator_(allocator),
+      arena_(device),
       pool_(device.device(), {.flags = vk::CommandPoolCreateFlagBits::eTransient,
                               .queueFamilyIndex = device.queueFamily()}),
       cmd_(std::move(vk::raii::CommandBuffers(device.device(), {.commandPool = *pool_,
@@ -101,15 +130,17 @@ void CommandStream::run() {
 void CommandStream::runBatch(std::deque<Job>& batch) {
   std::vector<std::exception_ptr> errors(batch.size());
   std::exception_ptr batchError;
+  arena_.reset();
+  uint32_t maxGroups[3];
+  std::copy_n(device_.limits().maxComputeWorkGroupCount.begin(), 3, maxGroups);
+  BatchRecorder recorder(cmd_, kernels_, arena_, allocator_, maxGroups);
   try {
     pool_.reset();
     cmd_.begin({.flags = vk::CommandBufferUsageFlagBits::eOneTimeSubmit});
-    uint32_t maxGroups[3];
-    std::copy_n(device_.limits().maxComputeWorkGroupCount.begin(), 3, maxGroups);
-    BatchRecorder recorder(cmd_, kernels_, maxGroups);
     for (size_t i = 0; i < batch.size(); ++i) {
       if (!batch[i].record) continue;
       try {
+        recorder.beginJob(i);
         batch[i].record(recorder);
       } catch (...) {
         errors[i] = std::current_exception();
@@ -128,6 +159,7 @@ void CommandStream::runBatch(std::deque<Job>& batch) {
     batchError = std::current_exception();
   }
   for (size_t i = 0; i < batch.size(); ++i) {
+    if (!errors[i] && !batchError) errors[i] = recorder.deviceError(i);
     if (batch[i].done) batch[i].done(errors[i] ? errors[i] : batchError);
   }
 }

@@ -13,11 +13,13 @@
 #include <thread>
 
 #include "compute/engine.h"
+#include "compute/param_arena.h"
 #include "compute/recorder.h"
 #include "compute/vk.h"
 
 namespace tensord::compute {
 
+class CachingAllocator;
 class Device;
 class KernelCache;
 class StagingPool;
@@ -25,18 +27,42 @@ class StagingPool;
 // Records device work; lives for one batch. Adds transfer commands to Recorder.
 class BatchRecorder final : public Recorder {
  public:
-  BatchRecorder(const vk::raii::CommandBuffer& cmd, KernelCache& kernels, const uint32_t (&maxGroups)[3]);
+  BatchRecorder(const vk::raii::CommandBuffer& cmd, KernelCache& kernels, ParamArena& arena,
+                CachingAllocator& allocator, const uint32_t (&maxGroups)[3]);
+
   void dispatch(const KernelSource& source, std::span<const std::byte> push, uint32_t gx, uint32_t gy,
                 uint32_t gz) override;
   using Recorder::dispatch;
+  using Recorder::params;
   uint32_t maxGroups(int axis) const override { return maxGroups_[axis]; }
+  uint64_t params(std::span<const std::byte> bytes) override;
+  std::shared_ptr<Buffer> scratch(uint64_t bytes) override;
+  uint64_t errorSlot(DeviceErrorDescriber describe) override;
+
   void copy(vk::Buffer src, uint64_t srcOffset, vk::Buffer dst, uint64_t dstOffset, uint64_t bytes);
+
+  // Which job of the batch is being recorded; error slots belong to it.
+  void beginJob(size_t index) { job_ = index; }
+  // After the batch finished: the error a job's kernels reported, or nullptr.
+  std::exception_ptr deviceError(size_t job) const;
 
  private:
   void barrier();
+
+  struct ErrorSlot {
+    size_t job;
+    const uint32_t* words;
+    DeviceErrorDescriber describe;
+  };
+
   const vk::raii::CommandBuffer& cmd_;
   KernelCache& kernels_;
+  ParamArena& arena_;
+  CachingAllocator& allocator_;
   uint32_t maxGroups_[3];
+  size_t job_ = 0;
+  std::vector<std::shared_ptr<Buffer>> scratch_;  // freed with the recorder, after the batch
+  std::vector<ErrorSlot> errorSlots_;
 };
 
 struct Job {
@@ -46,7 +72,7 @@ struct Job {
 
 class CommandStream {
  public:
-  CommandStream(const Device& device, KernelCache& kernels);
+  CommandStream(const Device& device, KernelCache& kernels, CachingAllocator& allocator);
   ~CommandStream();  // finishes every queued job, then joins
 
   void enqueue(Job job);
@@ -58,6 +84,8 @@ class CommandStream {
 
   const Device& device_;
   KernelCache& kernels_;
+  CachingAllocator& allocator_;
+  ParamArena arena_;
   vk::raii::CommandPool pool_;
   vk::raii::CommandBuffer cmd_;
   vk::raii::Fence fence_;

@@ -102,14 +102,23 @@ uint32_t computeQueueFamily(const vk::raii::PhysicalDevice& pd) {
   throw ComputeError(ComputeError::Kind::kDevice, "device has no compute queue");
 }
 
-vk::raii::Device makeDevice(const vk::raii::PhysicalDevice& pd, uint32_t family) {
+// Turns on what the kernels use where the device has it: 64-bit integers,
+// 8/16-bit storage (f16, bf16, u8, bool tensors) and float atomics.
+vk::raii::Device makeDevice(const vk::raii::PhysicalDevice& pd, uint32_t family, DeviceFeatures* enabled) {
   float priority = 1.0f;
   vk::DeviceQueueCreateInfo queueInfo{.queueFamilyIndex = family, .queueCount = 1, .pQueuePriorities = &priority};
-  auto available = pd.getFeatures2<vk::PhysicalDeviceFeatures2, vk::PhysicalDeviceVulkan12Features>();
+  auto available = pd.getFeatures2<vk::PhysicalDeviceFeatures2, vk::PhysicalDeviceVulkan11Features,
+                                   vk::PhysicalDeviceVulkan12Features>();
   const auto& have = available.get<vk::PhysicalDeviceFeatures2>().features;
-  vk::PhysicalDeviceVulkan12Features v12{.bufferDeviceAddress = true};
-  vk::PhysicalDeviceFeatures2 features{.pNext = &v12};
-  features.features.shaderInt64 = have.shaderInt64;
+  const auto& have11 = available.get<vk::PhysicalDeviceVulkan11Features>();
+  const auto& have12 = available.get<vk::PhysicalDeviceVulkan12Features>();
+  enabled->int64 = have.shaderInt64;
+  enabled->storage16 = have11.storageBuffer16BitAccess;
+  enabled->storage8 = have12.storageBuffer8BitAccess;
+  vk::PhysicalDeviceVulkan12Features v12{.storageBuffer8BitAccess = enabled->storage8, .bufferDeviceAddress = true};
+  vk::PhysicalDeviceVulkan11Features v11{.pNext = &v12, .storageBuffer16BitAccess = enabled->storage16};
+  vk::PhysicalDeviceFeatures2 features{.pNext = &v11};
+  features.features.shaderInt64 = enabled->int64;
   vk::DeviceCreateInfo info{.pNext = &features, .queueCreateInfoCount = 1, .pQueueCreateInfos = &queueInfo};
   return vkCall("vkCreateDevice", [&] { return vk::raii::Device(pd, info); });
 }
@@ -120,7 +129,7 @@ Device::Device(const std::string& selector, spdlog::logger& log)
     : instance_(makeInstance(context_)),
       physical_(choose(instance_, selector)),
       queueFamily_(computeQueueFamily(physical_)),
-      device_(makeDevice(physical_, queueFamily_)),
+      device_(makeDevice(physical_, queueFamily_, &info_.features)),
       queue_(device_, queueFamily_, 0) {
   auto props = physical_.getProperties2<vk::PhysicalDeviceProperties2, vk::PhysicalDeviceDriverProperties>();
   const auto& p = props.get<vk::PhysicalDeviceProperties2>().properties;
@@ -143,8 +152,9 @@ Device::Device(const std::string& selector, spdlog::logger& log)
   auto maint3 = physical_.getProperties2<vk::PhysicalDeviceProperties2, vk::PhysicalDeviceMaintenance3Properties>();
   info_.maxAllocationBytes = maint3.get<vk::PhysicalDeviceMaintenance3Properties>().maxMemoryAllocationSize;
 
-  log.info("vulkan device: {} ({}, {}, Vulkan {}, {} MiB device-local)", info_.name, info_.kind, info_.driver,
-           info_.apiVersion, info_.memoryBytes >> 20);
+  log.info("vulkan device: {} ({}, {}, Vulkan {}, {} MiB device-local; int64 {}, 16-bit storage {}, 8-bit storage {})",
+           info_.name, info_.kind, info_.driver, info_.apiVersion, info_.memoryBytes >> 20, info_.features.int64,
+           info_.features.storage16, info_.features.storage8);
 }
 
 uint32_t Device::memoryType(uint32_t typeBits, vk::MemoryPropertyFlags required,

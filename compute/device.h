@@ -36,9 +36,9 @@ class Device {
   vk::raii::Instance instance_;
   vk::raii::PhysicalDevice physical_;
   uint32_t queueFamily_ = 0;
+  DeviceInfo info_;  // before device_: makeDevice fills in its features
   vk::raii::Device device_;
   vk::raii::Queue queue_;
-  DeviceInfo info_;
   vk::PhysicalDeviceLimits limits_;
   vk::PhysicalDeviceMemoryProperties memory_;
   std::array<uint8_t, 16> pipelineCacheUuid_{};

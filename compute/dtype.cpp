@@ -34,6 +34,46 @@ std::optional<DType> parseDType(std::string_view name) {
   return std::nullopt;
 }
 
+bool isFloating(DType d) { return d == DType::F32 || d == DType::F16 || d == DType::BF16; }
+bool isIntegral(DType d) { return d == DType::I32 || d == DType::I64 || d == DType::U8; }
+
+namespace {
+
+int category(DType d) { return d == DType::Bool ? 0 : isIntegral(d) ? 1 : 2; }
+
+}  // namespace
+
+DType promoteTypes(DType a, DType b) {
+  if (a == b) return a;
+  if (category(a) != category(b)) return category(a) > category(b) ? a : b;
+  if (a == DType::Bool) return b;
+  if (isFloating(a)) return DType::F32;  // f32 with anything, or f16 with bf16
+  // Integral: u8 < i32 < i64 (u8 with a signed type gives the signed one).
+  auto rank = [](DType d) { return d == DType::U8 ? 0 : d == DType::I32 ? 1 : 2; };
+  return rank(a) > rank(b) ? a : b;
+}
+
+DType resultType(const std::vector<PromotionInput>& operands) {
+  std::optional<DType> tiers[3];
+  for (const auto& op : operands) {
+    auto& t = tiers[int(op.kind)];
+    t = t ? promoteTypes(*t, op.dtype) : op.dtype;
+  }
+  std::optional<DType> result;
+  for (int tier = 0; tier < 3; ++tier) {
+    if (!tiers[tier]) continue;
+    DType d = *tiers[tier];
+    if (!result) {
+      result = d;
+    } else if (category(d) > category(*result)) {
+      // A 0-d tensor of a higher category brings its own dtype; a scalar its
+      // category's default dtype.
+      result = tier == 2 ? (category(d) == 2 ? DType::F32 : DType::I64) : d;
+    }
+  }
+  return result.value_or(DType::F32);
+}
+
 int64_t TensorDesc::numel() const {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;

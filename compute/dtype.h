@@ -16,6 +16,25 @@ std::string_view dtypeName(DType dtype);          // "f32", "f16", ...
 std::optional<DType> parseDType(std::string_view name);
 uint32_t dtypeSize(DType dtype);                  // bytes per element
 
+bool isFloating(DType dtype);  // f32, f16, bf16
+bool isIntegral(DType dtype);  // i32, i64, u8 (not bool)
+
+// PyTorch's type promotion (torch.promote_types): the smallest dtype both
+// convert to without losing their category. f16 with bf16 gives f32.
+DType promoteTypes(DType a, DType b);
+
+// torch.result_type over the operands of one call. Operands come in three
+// priorities: tensors with dims, 0-d tensors, and Python scalars given as
+// attributes. A lower priority only counts when its category (bool <
+// integral < floating) is higher than everything above it; a floating scalar
+// then promotes to f32 (the default dtype), an integral one to i64.
+struct PromotionInput {
+  enum class Kind { kTensor, kZeroDim, kScalar };
+  Kind kind;
+  DType dtype;  // for scalars: F32 (a float), I64 (an int) or Bool
+};
+DType resultType(const std::vector<PromotionInput>& operands);
+
 using Shape = std::vector<int64_t>;
 
 // Largest rank a tensor may have.

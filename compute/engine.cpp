@@ -21,7 +21,7 @@ struct Engine::Impl {
         allocator(device, options.memoryLimitBytes),
         staging(device, options.stagingSlotBytes, options.stagingSlots),
         kernels(device, options.cacheDir, *log),
-        stream(device, kernels) {}
+        stream(device, kernels, allocator) {}
 
   std::shared_ptr<spdlog::logger> log;
   Device device;
@@ -50,10 +50,38 @@ uint64_t Engine::ownerBytes(const std::string& owner) const { return impl_->allo
 
 void Engine::enqueueOp(const OpSpec& spec, std::vector<TensorView> inputs, std::vector<TensorView> outputs,
                        Attrs attrs, Completion done) {
+  checkDTypes(spec, inputs, outputs);
   impl_->stream.enqueue(
       {.record = [&spec, inputs = std::move(inputs), outputs = std::move(outputs),
-                  attrs = std::move(attrs)](BatchRecorder& r) { spec.kernel->record(r, inputs, outputs, attrs); },
+                  attrs = std::move(attrs)](BatchRecorder& r) { spec.kernel->record(spec, r, inputs, outputs, attrs); },
        .done = std::move(done)});
+}
+
+void Engine::checkDTypes(const OpSpec& spec, std::span<const TensorView> inputs,
+                         std::span<const TensorView> outputs) const {
+  auto check = [&](DType d) {
+    if (!dtypeSupported(d)) {
+      throw ComputeError(ComputeError::Kind::kUnsupported,
+                         spec.name + ": dtype " + std::string(dtypeName(d)) + " is not supported on " +
+                             device().name + " (it lacks the Vulkan feature " +
+                             (d == DType::I64 ? "shaderInt64" : d == DType::U8 || d == DType::Bool ? "storageBuffer8BitAccess" : "storageBuffer16BitAccess") +
+                             ")");
+    }
+  };
+  for (const auto& v : inputs) check(v.desc.dtype);
+  for (const auto& v : outputs) check(v.desc.dtype);
+}
+
+bool Engine::dtypeSupported(DType d) const {
+  const DeviceFeatures& f = device().features;
+  switch (d) {
+    case DType::I64: return f.int64;
+    case DType::F16:
+    case DType::BF16: return f.storage16;
+    case DType::U8:
+    case DType::Bool: return f.storage8;
+    default: return true;
+  }
 }
 
 void Engine::enqueueCopy(std::shared_ptr<Buffer> src, std::shared_ptr<Buffer> dst, uint64_t bytes, Completion done) {

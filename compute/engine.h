@@ -38,6 +38,14 @@ struct EngineOptions {
   std::shared_ptr<spdlog::logger> logger;  // required
 };
 
+// Optional device features the kernels use; a dtype whose feature is missing
+// is not offered on that device (introspection lists what is).
+struct DeviceFeatures {
+  bool int64 = false;      // shaderInt64: i64 tensors
+  bool storage16 = false;  // storageBuffer16BitAccess: f16 and bf16 tensors
+  bool storage8 = false;   // storageBuffer8BitAccess: u8 and bool tensors
+};
+
 struct DeviceInfo {
   std::string name;
   std::string kind;  // "discrete", "integrated", "virtual", "cpu", "other"
@@ -47,6 +55,7 @@ struct DeviceInfo {
   std::string apiVersion;
   uint64_t memoryBytes = 0;  // device-local heap
   uint64_t maxAllocationBytes = 0;
+  DeviceFeatures features;
 };
 
 struct MemoryStats {
@@ -94,6 +103,9 @@ class Engine {
   void enqueueOp(const OpSpec& spec, std::vector<TensorView> inputs, std::vector<TensorView> outputs, Attrs attrs,
                  Completion done);
 
+  // Whether tensors of `dtype` can live on this device (see DeviceFeatures).
+  bool dtypeSupported(DType dtype) const;
+
   // Device-to-device copy (a compute shader, not vkCmdCopyBuffer).
   void enqueueCopy(std::shared_ptr<Buffer> src, std::shared_ptr<Buffer> dst, uint64_t bytes, Completion done);
 
@@ -114,6 +126,8 @@ class Engine {
   void waitIdle();
 
  private:
+  void checkDTypes(const OpSpec& spec, std::span<const TensorView> inputs, std::span<const TensorView> outputs) const;
+
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -1,23 +1,32 @@
 #pragma once
 // What a kernel template sees while its op is being recorded into a command
-// buffer: a way to dispatch a compute kernel. Kernels take every operand as a
-// buffer device address in their push constants (GL_EXT_buffer_reference), so
-// there are no descriptor sets and no storage-range limit on tensor size.
+// buffer: a way to dispatch a compute kernel, plus the per-batch resources a
+// kernel may need. Kernels take every operand as a buffer device address in
+// their push constants (GL_EXT_buffer_reference), so there are no descriptor
+// sets and no storage-range limit on tensor size.
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 namespace tensord::compute {
 
+class Buffer;
+
 // GLSL source of one compute kernel. Identity is the object: templates keep
-// their sources for the lifetime of the op table.
+// their sources (see KernelVariants) for the lifetime of the op table.
 struct KernelSource {
   std::string name;
   std::string glsl;
 };
 
 constexpr uint32_t kMaxPushBytes = 128;  // guaranteed minimum of every device
+
+// Turns the error words a kernel wrote into a message for the caller.
+using DeviceErrorDescriber = std::function<std::string(const uint32_t* words)>;
 
 class Recorder {
  public:
@@ -28,10 +37,38 @@ class Recorder {
                         uint32_t groupsY = 1, uint32_t groupsZ = 1) = 0;
   virtual uint32_t maxGroups(int axis) const = 0;  // the device's limit on axis 0 (x), 1 (y) or 2 (z)
 
+  // Copies `bytes` into host-written memory the device can read while this
+  // batch runs and returns its device address (16-byte aligned). For shapes,
+  // strides and other per-call tables too large for push constants.
+  virtual uint64_t params(std::span<const std::byte> bytes) = 0;
+
+  // Device memory for intermediate results of one op (partial sums of a
+  // split reduction, say). It lives until the batch has finished. Throws
+  // ComputeError(kOutOfMemory) like any allocation.
+  virtual std::shared_ptr<Buffer> scratch(uint64_t bytes) = 0;
+
+  // Returns the address of eight zeroed uint32 words. A kernel that finds bad
+  // input only the device can see (an index out of range) clamps its access,
+  // sets word 0 non-zero and fills the rest; after the batch the op fails with
+  // ComputeError(kInvalid, describe(words)), and the outputs are not used.
+  virtual uint64_t errorSlot(DeviceErrorDescriber describe) = 0;
+
   template <typename Push>
   void dispatch(const KernelSource& source, const Push& push, uint32_t gx, uint32_t gy = 1, uint32_t gz = 1) {
     static_assert(sizeof(Push) <= kMaxPushBytes);
     dispatch(source, std::as_bytes(std::span(&push, 1)), gx, gy, gz);
+  }
+
+  template <typename T>
+  uint64_t params(const std::vector<T>& values) {
+    return params(std::as_bytes(std::span(values)));
+  }
+
+  // Workgroups for `items` at `perGroup` items each on `axis`, capped at the
+  // device's limit; kernels loop (grid stride) over whatever the cap leaves.
+  uint32_t groupsFor(uint64_t items, uint64_t perGroup, int axis = 0) const {
+    uint64_t groups = (items + perGroup - 1) / perGroup;
+    return uint32_t(groups < maxGroups(axis) ? groups : maxGroups(axis));
   }
 };
 

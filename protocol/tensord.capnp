@@ -52,6 +52,7 @@ enum AttrType {
   text @3;
   ints @4;
   floats @5;
+  scalar @6;               # a number operand: int or float, kept as given (PyTorch's Python-scalar promotion)
 }
 
 struct AttrSpec {

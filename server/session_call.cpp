@@ -16,7 +16,7 @@ namespace tensord::server {
 namespace {
 
 std::string inputName(const compute::OpSpec& spec, size_t i) {
-  return i < spec.inputs.size() ? "'" + spec.inputs[i] + "'" : "#" + std::to_string(i);
+  return spec.inputs.empty() ? "#" + std::to_string(i) : "'" + spec.inputName(i) + "'";
 }
 
 std::string outputName(const compute::OpSpec& spec, size_t i) {

@@ -200,6 +200,8 @@ proto::AttrType attrTypeToWire(compute::AttrType type) {
       return proto::AttrType::INTS;
     case compute::AttrType::kFloats:
       return proto::AttrType::FLOATS;
+    case compute::AttrType::kScalar:
+      return proto::AttrType::SCALAR;
   }
   KJ_UNREACHABLE;
 }
@@ -212,7 +214,7 @@ void fillOpSpec(proto::OpSpec::Builder out, const compute::OpSpec& spec) {
   out.setName(text(spec.name));
   out.setCategory(text(spec.category));
   auto inputs = out.initInputs(capnp::uint(spec.inputs.size()));
-  for (size_t i = 0; i < spec.inputs.size(); ++i) inputs.set(capnp::uint(i), text(spec.inputs[i]));
+  for (size_t i = 0; i < spec.inputs.size(); ++i) inputs.set(capnp::uint(i), text(spec.inputs[i].name));
   auto outputs = out.initOutputs(capnp::uint(spec.outputs.size()));
   for (size_t i = 0; i < spec.outputs.size(); ++i) outputs.set(capnp::uint(i), text(spec.outputs[i]));
   auto attrs = out.initAttrs(capnp::uint(spec.attrs.size()));
@@ -221,7 +223,7 @@ void fillOpSpec(proto::OpSpec::Builder out, const compute::OpSpec& spec) {
     auto a = attrs[capnp::uint(i)];
     a.setName(text(attr.name));
     a.setType(attrTypeToWire(attr.type));
-    a.setRequired(!attr.defaultValue.has_value());
+    a.setRequired(!attr.defaultValue.has_value() && !attr.optional);
     if (attr.defaultValue) fillAttrValue(a.initDefault(), *attr.defaultValue);
     a.setDoc(text(attr.doc));
   }

@@ -27,6 +27,15 @@ class EngineTest : public ::testing::Test {
                                      const std::vector<std::pair<std::string, AttrValue>>& attrs = {});
 
   static std::vector<float> randomData(size_t n, float lo = -1.0f, float hi = 1.0f);
+  // Any dtype, as raw little-endian bytes.
+  static TensorView uploadBytes(const TensorDesc& desc, const std::vector<std::byte>& bytes,
+                                const std::string& owner = "test");
+  static std::vector<std::byte> downloadBytes(const TensorView& tensor);
+
+ public:
+  static std::mt19937& rngForTests() { return rng(); }
+
+ protected:
 
   static std::mt19937& rng();
 

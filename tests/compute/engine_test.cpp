@@ -68,7 +68,11 @@ class LimitCheckingRecorder final : public Recorder {
     EXPECT_LE(gz, maxGroups(2)) << source.name;
   }
   using Recorder::dispatch;
+  using Recorder::params;
   uint32_t maxGroups(int axis) const override { return axis == 0 ? 2'147'483'647u : 65'535u; }
+  uint64_t params(std::span<const std::byte>) override { return 0; }
+  std::shared_ptr<Buffer> scratch(uint64_t) override { return nullptr; }
+  uint64_t errorSlot(DeviceErrorDescriber) override { return 0; }
   int dispatches = 0;
 };
 
@@ -96,8 +100,8 @@ TEST_F(EngineTest, DispatchesRespectEachAxisLimit) {
     std::vector<TensorView> out;
     for (auto& desc : inferOutputs(spec, descs, attrs)) out.push_back({desc, engine().allocate(4, "test")});
     LimitCheckingRecorder recorder;
-    spec.kernel->record(recorder, in, out, attrs);
-    EXPECT_EQ(recorder.dispatches, 1) << c.op;
+    spec.kernel->record(spec, recorder, in, out, attrs);
+    EXPECT_GE(recorder.dispatches, 1) << c.op;
   }
 }
 

@@ -144,7 +144,7 @@ TEST_F(SessionTest, ForeignInputIsNamed) {
   auto x = uploadFloats(s, {1}, {1});
   proto::Tensor::Client foreign = kj::heap<ForeignTensor>();
   auto e = errorOf(call(s, "add", {x, foreign}));
-  EXPECT_TRUE(contains(e, "add: input 'b' is not a tensor of this daemon")) << text(e);
+  EXPECT_TRUE(contains(e, "add: input 'other' is not a tensor of this daemon")) << text(e);
 }
 
 TEST_F(SessionTest, ResultsGiveEveryOutputByIndex) {

@@ -1,0 +1,15 @@
+# Writes OUTPUT: a C++ file defining kernelFile(name) over every .comp file
+# in KERNEL_DIR, each as a raw string literal. Run with cmake -P.
+file(GLOB kernels "${KERNEL_DIR}/*.comp" "${KERNEL_DIR}/*.glsl")
+list(SORT kernels)
+set(body "// Generated from compute/kernels/ by cmake/embed_kernels.cmake; do not edit.\n")
+string(APPEND body "#include <stdexcept>\n#include <string>\n#include \"compute/glsl.h\"\n\n")
+string(APPEND body "namespace tensord::compute {\n\nstd::string_view kernelFile(std::string_view name) {\n")
+foreach(kernel IN LISTS kernels)
+  get_filename_component(name "${kernel}" NAME)
+  file(READ "${kernel}" text)
+  string(APPEND body "  if (name == \"${name}\") return R\"tensord_glsl(${text})tensord_glsl\";\n")
+endforeach()
+string(APPEND body "  throw std::logic_error(\"no kernel file '\" + std::string(name) + \"'\");\n}\n\n}  // namespace tensord::compute\n")
+file(WRITE "${OUTPUT}.tmp" "${body}")
+file(COPY_FILE "${OUTPUT}.tmp" "${OUTPUT}" ONLY_IF_DIFFERENT)

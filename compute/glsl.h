@@ -1,0 +1,76 @@
+#pragma once
+// GLSL generation for dtype-generic kernels. A kernel template is a .comp
+// file (compute/kernels/) written against a few macros; this file writes the
+// prelude that defines them for one choice of dtypes:
+//
+//   T                   the compute type of the op ("float" for f32, f16 and
+//                       bf16, "int" for i32, "int64_t", "uint" for u8, "bool")
+//   <name>_ref          buffer reference type of operand <name>
+//   LOAD_<name>(i)      element i of operand <name>, converted to T
+//   STORE_<name>(i, v)  stores v (of the operand's value type) converted to
+//                       the operand's dtype; bf16 rounds to nearest even
+//   T_<name>            the GLSL type of values of operand <name>
+//   DT_<NAME>           defined for the compute dtype: DT_F32, DT_I64, ...
+//   IS_FLOAT / IS_INT   the compute dtype's category
+//
+// Push constants name their operands `<name>_ref <name>;` in a block named p.
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "compute/dtype.h"
+#include "compute/recorder.h"
+
+namespace tensord::compute {
+
+std::string_view glslType(DType compute);  // the GLSL type values of `compute` are computed in
+// `expr` (a value of GLSL type glslType(from)) converted to glslType(to).
+std::string glslConvert(const std::string& expr, DType from, DType to);
+// A GLSL literal of `value` in `dtype`'s compute type ("0.0", "0", "0l", "false").
+std::string glslLiteral(double value, DType dtype);
+
+class GlslBuilder {
+ public:
+  explicit GlslBuilder(DType compute);
+  // An operand read as T (the compute dtype).
+  GlslBuilder& input(const std::string& name, DType dtype);
+  // An operand written from values of `valueType` (default: the compute dtype).
+  GlslBuilder& output(const std::string& name, DType dtype);
+  GlslBuilder& output(const std::string& name, DType dtype, DType valueType);
+  GlslBuilder& define(const std::string& name, const std::string& value = "");
+  // The whole shader: prelude, then the kernel file's body.
+  std::string build(std::string_view body) const;
+
+ private:
+  void declare(const std::string& name, DType dtype);
+  DType compute_;
+  bool int64_ = false, storage16_ = false, storage8_ = false;
+  std::string decls_;
+};
+
+// The source of a kernel file from compute/kernels/ ("elementwise.comp"),
+// embedded at build time. Throws std::logic_error for an unknown name.
+std::string_view kernelFile(std::string_view name);
+
+// Kernel sources generated on demand and kept for the life of the template
+// (the kernel cache keys pipelines by KernelSource address). Thread-safe.
+class KernelVariants {
+ public:
+  template <typename Make>
+  const KernelSource& get(const std::string& key, Make&& make) const {
+    std::lock_guard lock(mu_);
+    auto& slot = sources_[key];
+    if (!slot) slot = std::make_unique<KernelSource>(KernelSource{key, make()});
+    return *slot;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  mutable std::map<std::string, std::unique_ptr<KernelSource>> sources_;
+};
+
+}  // namespace tensord::compute
