@@ -60,6 +60,7 @@ std::string expectedText(const std::string& type) {
   if (type == "text") return "text";
   if (type == "ints") return "comma-separated integers, e.g. 0,1";
   if (type == "floats") return "comma-separated numbers, e.g. 0.5,1";
+  if (type == "scalar") return "a number (2 is sent as an int, 2.5 or 2.0 as a float) or true/false";
   return "a value of type " + type;
 }
 
@@ -88,6 +89,17 @@ AttrValue parseAttrValue(std::string_view op, const AttrSpec& spec, std::string_
     if (t == "false") value = false;
   } else if (type == "text") {
     value = std::string(text);
+  } else if (type == "scalar") {
+    // Kept as written: an int scalar keeps an int tensor int, a float one
+    // promotes it (PyTorch's rule for Python scalars).
+    std::string_view t = trim(text);
+    if (auto i = parseInt(t)) {
+      value = *i;
+    } else if (auto f = parseFloat(t)) {
+      value = *f;
+    } else if (t == "true" || t == "false") {
+      value = t == "true";
+    }
   } else if (type == "ints") {
     if (auto v = parseList<int64_t>(text, parseInt)) value = std::move(*v);
   } else if (type == "floats") {

@@ -17,7 +17,8 @@ class AttrError : public std::invalid_argument {
 };
 
 // Parses `text` as a value of `spec.type`: int, float, bool (true/false),
-// text (as is), ints / floats (comma-separated, optionally in [ ]).
+// text (as is), ints / floats (comma-separated, optionally in [ ]), scalar
+// (an int when it reads as one, else a float; or true/false).
 // `op` is named in errors.
 AttrValue parseAttrValue(std::string_view op, const AttrSpec& spec, std::string_view text);
 

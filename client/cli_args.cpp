@@ -23,7 +23,7 @@ const std::map<std::string, CommandShape, std::less<>>& commands() {
   static const std::map<std::string, CommandShape, std::less<>> table = {
       {"info", {0, 0, "info"}},
       {"whoami", {0, 0, "whoami"}},
-      {"ops", {0, 0, "ops [--json]"}},
+      {"ops", {0, 1, "ops [NAME] [--json]"}},
       {"put", {2, 2, "put NAME FILE.npy"}},
       {"get", {2, 2, "get NAME FILE.npy"}},
       {"call", {1, SIZE_MAX, "call OP IN... [--attr key=value]... --out NAME"}},
@@ -151,14 +151,18 @@ the token defaults to $TENSORD_TOKEN, else the shipped default credential.
 commands:
   info                          daemon version, device, memory and counters
   whoami                        the principal the token authenticates as
-  ops [--json]                  the ops the daemon offers, with inputs and attrs
+  ops [--json]                  the ops the daemon offers: signature, dtypes, notes
+                                (view: shares its input's memory; writes X: in place)
+  ops NAME [--json]             one op in full: inputs, attrs with defaults and docs,
+                                dtypes, outputs, view/mutates/differentiable
   put NAME FILE.npy             upload a .npy file and save it as NAME (replaces NAME)
   get NAME FILE.npy             download the tensor NAME into a .npy file
   call OP IN... [--attr key=value]... --out NAME
                                 call OP on the named tensors IN... and save its
                                 output as NAME (several outputs: --out a,b or
                                 repeated --out); attr values: 3, 0.5, true,
-                                text, 0,1 (int or float lists)
+                                text, 0,1 (int or float lists); a scalar
+                                operand: add x --attr other=2.5
   ls [--json]                   named tensors: name, dtype, shape, bytes, owner
   rm NAME...                    delete named tensors
 

@@ -36,6 +36,7 @@ int cmdInfo(const Options& options, Connector& connector) {
               static_cast<unsigned long long>(m.namedCount), humanBytes(m.liveBytes).c_str());
   std::printf("memory:        %s reserved (%s cached), limit %s\n", humanBytes(m.reservedBytes).c_str(),
               humanBytes(m.cachedBytes).c_str(), humanBytes(m.limitBytes).c_str());
+  if (!d.dtypes.empty()) std::printf("dtypes:        %s\n", dtypeList(d.dtypes).c_str());
   std::printf("ops executed:  %llu\n", static_cast<unsigned long long>(info.opsExecuted));
   std::printf("max tensor:    %s\n", humanBytes(info.maxTensorBytes).c_str());
   return 0;
@@ -51,32 +52,105 @@ int cmdWhoami(const Options& options, Connector& connector) {
   return 0;
 }
 
+namespace {
+
+std::string yesNo(bool b) { return b ? "yes" : "no"; }
+
+// The full description of one op, for `tensorctl ops NAME`.
+void printOp(const OpInfo& op, const std::vector<DType>& deviceDTypes) {
+  std::printf("%s\n", signature(op).c_str());
+  if (!op.doc.empty()) std::printf("  %s\n", op.doc.c_str());
+  std::printf("\ncategory:        %s\n", op.category.c_str());
+
+  std::printf("inputs:%s\n", op.inputSpecs.empty() ? "          none" : "");
+  std::vector<std::vector<std::string>> rows;
+  auto roleText = [&](const std::string& role) -> std::string {
+    if (role == "data") return "data (" + dtypeList(op.dtypes) + ")";
+    if (role == "index") return "index (i32 or i64)";
+    if (role == "mask") return "mask (bool)";
+    if (role == "any") return "any dtype";
+    return role;
+  };
+  for (const auto& in : op.inputSpecs) {
+    std::string how = in.variadic ? "one or more" : in.optional ? "optional" : "required";
+    rows.push_back({"  " + in.name, roleText(in.role), how});
+  }
+  printTable(rows);
+
+  std::printf("attrs:%s\n", op.attrs.empty() ? "           none" : "");
+  rows.clear();
+  for (const auto& a : op.attrs) {
+    std::string value = a.hasDefault ? "default " + formatAttrValue(a.defaultValue)
+                        : a.required ? "required"
+                                     : "optional";
+    rows.push_back({"  " + a.name, a.type, value, a.doc});
+  }
+  printTable(rows);
+
+  std::string outputs;
+  for (const auto& o : op.outputs) outputs += (outputs.empty() ? "" : ", ") + o;
+  std::printf("outputs:         %s\n", outputs.empty() ? "-" : outputs.c_str());
+  std::string dtypes = dtypeList(op.dtypes);
+  std::vector<std::string> missing;
+  if (!deviceDTypes.empty()) {
+    for (DType d : op.dtypes) {
+      if (std::find(deviceDTypes.begin(), deviceDTypes.end(), d) == deviceDTypes.end()) {
+        missing.emplace_back(dtypeName(d));
+      }
+    }
+  }
+  if (!missing.empty()) {
+    dtypes += " (not on this device:";
+    for (const auto& m : missing) dtypes += " " + m;
+    dtypes += ")";
+  }
+  std::printf("dtypes:          %s\n", dtypes.c_str());
+  std::printf("view:            %s\n",
+              op.view ? "yes (the output shares the first input's memory; nothing runs on the device)" : "no");
+  std::string mutates;
+  for (const auto& m : op.mutates) mutates += (mutates.empty() ? "" : ", ") + m;
+  std::printf("mutates:         %s\n",
+              mutates.empty() ? "nothing" : (mutates + " (written in place; needs write access)").c_str());
+  std::string grad = yesNo(op.differentiable);
+  if (!op.backward.empty()) grad += " (backward: " + op.backward + ")";
+  std::printf("differentiable:  %s\n", grad.c_str());
+}
+
+}  // namespace
+
 int cmdOps(const Options& options, Connector& connector) {
   std::vector<OpInfo> ops = connector.client().ops();
   std::sort(ops.begin(), ops.end(), [](const OpInfo& a, const OpInfo& b) { return a.name < b.name; });
+  if (!options.args.empty()) {
+    const std::string& name = options.args[0];
+    auto it = std::find_if(ops.begin(), ops.end(), [&](const OpInfo& op) { return op.name == name; });
+    if (it == ops.end()) {
+      throw Error(Error::Kind::kUnimplemented, "unknown op '" + name + "' (tensorctl ops lists them)");
+    }
+    if (options.json) {
+      printJson(toJson(*it));
+    } else {
+      printOp(*it, connector.client().info().device.dtypes);
+    }
+    return 0;
+  }
   if (options.json) {
     auto out = nlohmann::json::array();
     for (const auto& op : ops) out.push_back(toJson(op));
     printJson(out);
     return 0;
   }
-  std::vector<std::vector<std::string>> rows = {{"OP", "CATEGORY", "INPUTS", "OUTPUTS", "ATTRS", "DTYPES"}};
+  std::vector<std::vector<std::string>> rows = {{"OP", "CATEGORY", "SIGNATURE", "DTYPES", "NOTES"}};
   for (const auto& op : ops) {
-    auto join = [](const std::vector<std::string>& items) {
-      std::string out;
-      for (const auto& item : items) out += (out.empty() ? "" : ",") + item;
-      return out.empty() ? std::string("-") : out;
-    };
-    std::vector<std::string> attrs;
-    for (const auto& a : op.attrs) {
-      attrs.push_back(a.name + ":" + a.type + (a.required ? "" : "=" + formatAttrValue(a.defaultValue)));
+    std::string notes;
+    auto note = [&](const std::string& n) { notes += (notes.empty() ? "" : "; ") + n; };
+    if (op.view) note("view");
+    if (!op.mutates.empty()) {
+      std::string m;
+      for (const auto& name : op.mutates) m += (m.empty() ? "" : ",") + name;
+      note("writes " + m);
     }
-    std::vector<std::string> dtypes;
-    for (DType d : op.dtypes) dtypes.emplace_back(dtypeName(d));
-    std::string attrText;
-    for (const auto& a : attrs) attrText += (attrText.empty() ? "" : " ") + a;
-    rows.push_back(
-        {op.name, op.category, join(op.inputs), join(op.outputs), attrText.empty() ? "-" : attrText, join(dtypes)});
+    rows.push_back({op.name, op.category, signature(op), dtypeList(op.dtypes, ","), notes});
   }
   printTable(rows);
   return 0;

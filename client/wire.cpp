@@ -155,6 +155,12 @@ DaemonInfo fromWire(proto::DaemonInfo::Reader info) {
   out.device.vendorId = d.getVendorId();
   out.device.deviceId = d.getDeviceId();
   out.device.memoryBytes = d.getMemoryBytes();
+  for (auto dtype : d.getDtypes()) {
+    try {
+      out.device.dtypes.push_back(fromWire(dtype));
+    } catch (const Error&) {  // newer than this client
+    }
+  }
   auto m = info.getMemory();
   out.memory.liveBytes = m.getLiveBytes();
   out.memory.reservedBytes = m.getReservedBytes();
@@ -182,9 +188,25 @@ OpInfo fromWire(proto::OpSpec::Reader spec) {
     attr.type = attrTypeName(a.getType());
     attr.required = a.getRequired();
     attr.doc = a.getDoc();
-    if (!attr.required && a.hasDefault()) attr.defaultValue = fromWire(a.getDefault());
+    attr.hasDefault = !attr.required && a.hasDefault();
+    if (attr.hasDefault) attr.defaultValue = fromWire(a.getDefault());
     out.attrs.push_back(std::move(attr));
   }
+  if (spec.hasInputSpecs()) {
+    for (auto in : spec.getInputSpecs()) {
+      InputInfo info;
+      info.name = in.getName();
+      info.role = in.getRole();
+      info.optional = in.getOptional();
+      info.variadic = in.getVariadic();
+      out.inputSpecs.push_back(std::move(info));
+    }
+  } else {
+    for (const auto& name : out.inputs) out.inputSpecs.push_back(InputInfo{.name = name});
+  }
+  out.view = spec.getView();
+  out.mutates = textList(spec.getMutates());
+  out.differentiable = spec.getDifferentiable();
   for (auto d : spec.getDtypes()) {
     // An op may list dtypes newer than this client; show only the ones it knows.
     try {

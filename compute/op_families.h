@@ -15,6 +15,7 @@ void addShapeOps(std::vector<OpSpec>& ops);        // reshape ... pad, flip, rol
 void addIndexOps(std::vector<OpSpec>& ops);        // gather, scatter, index_select, masked ops, where
 void addNnOps(std::vector<OpSpec>& ops);           // softmax, norms, conv, pools, losses, attention
 void addCreationOps(std::vector<OpSpec>& ops);     // zeros ... randn, arange, eye
+void addConvOps(std::vector<OpSpec>& ops);  // conv, pooling, interpolate
 
 // Dtype lists the families share.
 inline const std::vector<DType> kFloatDTypes = {DType::F32, DType::F16, DType::BF16};

@@ -17,6 +17,7 @@ OpTable::OpTable() {
   addIndexOps(ops_);
   addNnOps(ops_);
   addCreationOps(ops_);
+  addConvOps(ops_);
   std::sort(ops_.begin(), ops_.end(), [](const OpSpec& a, const OpSpec& b) { return a.name < b.name; });
   for (size_t i = 1; i < ops_.size(); ++i) {
     if (ops_[i].name == ops_[i - 1].name) throw std::logic_error("op '" + ops_[i].name + "' is defined twice");

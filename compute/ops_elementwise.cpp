@@ -56,8 +56,10 @@ OpSpec op(std::string name, std::vector<InputSpec> inputs, std::vector<AttrSpec>
 // y = f(x)
 OpSpec unary(std::string name, ExprFn expr, R result, std::vector<DType> dtypes, std::string doc,
              std::vector<AttrSpec> params = {}) {
-  std::vector<std::string> names;
-  for (const auto& p : params) names.push_back(p.name);
+  std::vector<std::string> names;  // numeric attributes become the scalars s0, s1, ...
+  for (const auto& p : params) {
+    if (p.type == AttrType::kFloat || p.type == AttrType::kInt || p.type == AttrType::kScalar) names.push_back(p.name);
+  }
   bool diff = result != R::kBool && result != R::kLogical && dtypes[0] != DType::I32;
   std::string backward = diff ? name + "_backward" : "";
   return op(name, {{"input"}}, std::move(params), std::move(dtypes),
@@ -118,9 +120,9 @@ void addElementwiseOps(std::vector<OpSpec>& ops) {
            {"sin", "sin(a)", "sine"},
            {"cos", "cos(a)", "cosine"},
            {"tan", "tan(a)", "tangent"},
-           {"asin", "asin(a)", "arcsine"},
-           {"acos", "acos(a)", "arccosine"},
-           {"atan", "atan(a)", "arctangent"},
+           {"asin", "asin_f(a)", "arcsine"},
+           {"acos", "acos_f(a)", "arccosine"},
+           {"atan", "atan_f(a)", "arctangent"},
            {"sinh", "sinh(a)", "hyperbolic sine"},
            {"cosh", "cosh(a)", "hyperbolic cosine"},
            {"tanh", "tanh(a)", "hyperbolic tangent"},
@@ -253,7 +255,7 @@ void addElementwiseOps(std::vector<OpSpec>& ops) {
                          return isFloating(d) ? "pow_f(a, b)" : d == DType::I64 ? "pow_l(a, b)" : d == DType::I32 ? "pow_i(a, b)" : "uint(pow_i(int(a), int(b)))";
                        },
                        R::kSame, N, "input ^ exponent, broadcasting", {}, "exponent"));
-  ops.push_back(binary("atan2", same("atan(a, b)"), R::kFloat, N, "atan(input / other) in the right quadrant"));
+  ops.push_back(binary("atan2", same("atan2_f(a, b)"), R::kFloat, N, "atan(input / other) in the right quadrant"));
   ops.push_back(binary("maximum",
                        [](const Attrs&, DType d) {
                          return isFloating(d) ? "(isnan(a) || isnan(b)) ? a + b : max(a, b)" : d == DType::Bool ? "a || b" : "max(a, b)";

@@ -1,185 +1,298 @@
-// Matrix products. f32 only for now.
+// Matrix products (see template_matmul.h): every op kind maps its inputs to
+// one strided batched product, y = alpha * (a @ b) + beta * c, generated per
+// dtype from kernels/matmul.comp; dot uses kernels/matmul_dot.comp.
 
 #include "compute/template_matmul.h"
 
 #include <algorithm>
 #include <array>
-#include <cmath>
+#include <cstring>
 
 #include "compute/error.h"
+#include "compute/glsl.h"
 #include "compute/op_spec.h"
 #include "compute/template_util.h"
 
 namespace tensord::compute {
 namespace {
 
-// Shared GLSL prelude: every operand is a buffer device address.
-constexpr const char* kPrelude = R"(#version 460
-#extension GL_EXT_buffer_reference : require
-layout(buffer_reference, std430, buffer_reference_align = 4) buffer Floats { float v[]; };
-layout(buffer_reference, std430, buffer_reference_align = 16) buffer Words { uvec4 v[]; };
-)";
-
-constexpr uint32_t kGroupSize = 256;
-
-std::string withPrelude(const std::string& body) { return kPrelude + body; }
-
-// Workgroups for `items` on `axis`, capped at the device's limit there; the
-// kernels loop (grid stride) over whatever the cap leaves.
-uint32_t groupsFor(uint64_t items, uint32_t perGroup, const Recorder& r, int axis = 0) {
-  uint64_t groups = (items + perGroup - 1) / perGroup;
-  return uint32_t(std::min<uint64_t>(groups, r.maxGroups(axis)));
-}
-
-// ---------------------------------------------------------------- matmul
-
 constexpr size_t kMaxBatchRank = 4;
 
-struct MatmulPush {
-  uint64_t a, b, c;
-  uint32_t m, n, k, batchRank, batch;
-  std::array<uint32_t, kMaxBatchRank> shape, sa, sb;
-};
-
-// a [..., M, K] @ b [..., K, N] after PyTorch's 1-D promotion.
-struct MatmulView {
-  Shape batch;       // broadcast batch dims of the output
-  int64_t m, n, k;
-  Shape aBatch, bBatch;
+// The strided batched product an op call maps to. Strides are in elements.
+struct Plan {
+  int64_t m = 0, n = 0, k = 0;
+  Shape batch;                          // coalesced batch dims
+  std::vector<std::vector<int64_t>> bs; // batch strides of a, b, c
+  int64_t sam = 0, sak = 1, sbk = 0, sbn = 1, scm = 0, scn = 0;
+  bool bias = false;
+  double alpha = 1, beta = 1;
   Shape out;
 };
 
-MatmulView matmulView(const std::string& op, const TensorDesc& a, const TensorDesc& b) {
-  if (a.rank() == 0 || b.rank() == 0) {
-    throwInvalid(op + ": input '" + std::string(a.rank() == 0 ? "a" : "b") +
-                 "' is a scalar; matmul needs at least 1 dim on both inputs");
-  }
-  Shape as = a.shape, bs = b.shape;
-  bool dropM = as.size() == 1, dropN = bs.size() == 1;
-  if (dropM) as.insert(as.begin(), 1);
-  if (dropN) bs.push_back(1);
-  MatmulView v;
-  v.m = as[as.size() - 2];
-  v.k = as.back();
-  v.n = bs.back();
-  int64_t kb = bs[bs.size() - 2];
-  if (kb != v.k) {
-    throwInvalid(op + ": input 'b' has shape " + shapeStr(b.shape) + "; expected dim " +
-                 std::to_string(b.rank() == 1 ? 0 : int64_t(b.rank()) - 2) + " to be " + std::to_string(v.k) +
-                 " (a's last dim, a is " + shapeStr(a.shape) + ")");
-  }
-  v.aBatch.assign(as.begin(), as.end() - 2);
-  v.bBatch.assign(bs.begin(), bs.end() - 2);
-  auto batch = broadcastShapes(v.aBatch, v.bBatch);
-  if (!batch) {
-    throwInvalid(op + ": batch dims of 'a' " + shapeStr(v.aBatch) + " and 'b' " + shapeStr(v.bBatch) +
-                 " cannot be broadcast together");
-  }
-  v.batch = *batch;
-  v.out = v.batch;
-  if (!dropM) v.out.push_back(v.m);
-  if (!dropN) v.out.push_back(v.n);
-  return v;
+std::string q(const std::string& name) { return "'" + name + "'"; }
+
+// Batch strides of a contiguous operand with batch dims `own` broadcast to
+// `batch`, for matrices of `matrix` elements.
+std::vector<int64_t> batchStrides(const Shape& own, const Shape& batch, int64_t matrix) {
+  auto s = broadcastStrides(own, batch);
+  for (auto& v : s) v *= matrix;
+  return s;
+}
+
+const KernelSource& matmulSource(DType dtype) {
+  static KernelVariants variants;
+  return variants.get("matmul|" + std::string(dtypeName(dtype)), [&] {
+    GlslBuilder b(dtype);
+    b.input("a", dtype).input("b", dtype).input("c", dtype).output("y", dtype);
+    return b.build(kernelFile("matmul.comp"));
+  });
+}
+
+DType dotAccumulator(DType dtype) { return isFloating(dtype) ? DType::F32 : dtype; }
+
+const KernelSource& dotSource(DType dtype, int pass) {
+  static KernelVariants variants;
+  return variants.get("dot|" + std::string(dtypeName(dtype)) + "|" + std::to_string(pass), [&] {
+    GlslBuilder b(dtype);
+    b.input("a", dtype).input("b", dtype);
+    if (pass == 1) b.output("part", dotAccumulator(dtype));
+    else b.input("part", dotAccumulator(dtype));
+    b.output("y", dtype);
+    b.define("PASS", std::to_string(pass));
+    return b.build(kernelFile("matmul_dot.comp"));
+  });
 }
 
 class Matmul final : public KernelTemplate {
  public:
-  Matmul()
-      : source_{"matmul:tiled64", withPrelude(R"(
-// 64x64 output tile per workgroup, 16x16 threads, 4x4 outputs per thread,
-// staged through shared memory in K steps of 16.
-layout(local_size_x = 16, local_size_y = 16) in;
-layout(push_constant) uniform Push {
-  Floats a; Floats b; Floats c; uint M; uint N; uint K; uint batchRank; uint batch;
-  uint shape[4]; uint sa[4]; uint sb[4];
-} p;
-shared float As[16][64];
-shared float Bs[16][64];
-void main() {
-  uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y;
-  uint t = ty * 16u + tx;
-  for (uint bi = gl_WorkGroupID.z; bi < p.batch; bi += gl_NumWorkGroups.z) {
-    uint aoff = 0u, boff = 0u, rem = bi;
-    for (int d = int(p.batchRank) - 1; d >= 0; --d) {
-      uint idx = rem % p.shape[d];
-      rem /= p.shape[d];
-      aoff += idx * p.sa[d];
-      boff += idx * p.sb[d];
-    }
-    uint coff = bi * p.M * p.N;
-    for (uint m0 = gl_WorkGroupID.y * 64u; m0 < p.M; m0 += gl_NumWorkGroups.y * 64u) {
-      for (uint n0 = gl_WorkGroupID.x * 64u; n0 < p.N; n0 += gl_NumWorkGroups.x * 64u) {
-        float acc[4][4];
-        for (int r = 0; r < 4; ++r) for (int c = 0; c < 4; ++c) acc[r][c] = 0.0;
-        for (uint k0 = 0u; k0 < p.K; k0 += 16u) {
-          for (uint j = 0u; j < 4u; ++j) {
-            uint i = t + 256u * j;
-            uint am = i / 16u, ak = i % 16u;
-            uint gm = m0 + am, gk = k0 + ak;
-            As[ak][am] = (gm < p.M && gk < p.K) ? p.a.v[aoff + gm * p.K + gk] : 0.0;
-            uint bk = i / 64u, bn = i % 64u;
-            uint hk = k0 + bk, hn = n0 + bn;
-            Bs[bk][bn] = (hk < p.K && hn < p.N) ? p.b.v[boff + hk * p.N + hn] : 0.0;
-          }
-          barrier();
-          for (uint kk = 0u; kk < 16u; ++kk) {
-            float av[4], bv[4];
-            for (int r = 0; r < 4; ++r) av[r] = As[kk][ty + 16u * uint(r)];
-            for (int c = 0; c < 4; ++c) bv[c] = Bs[kk][tx + 16u * uint(c)];
-            for (int r = 0; r < 4; ++r) for (int c = 0; c < 4; ++c) acc[r][c] += av[r] * bv[c];
-          }
-          barrier();
-        }
-        for (int r = 0; r < 4; ++r) {
-          uint gm = m0 + ty + 16u * uint(r);
-          if (gm >= p.M) continue;
-          for (int c = 0; c < 4; ++c) {
-            uint gn = n0 + tx + 16u * uint(c);
-            if (gn < p.N) p.c.v[coff + gm * p.N + gn] = acc[r][c];
+  explicit Matmul(MatmulKind kind) : kind_(kind) {}
+
+  Plan plan(const OpSpec& op, std::span<const TensorDesc> in, const Attrs& attrs) const {
+    const std::string& name = op.name;
+    auto needRank = [&](size_t i, size_t rank) {
+      if (in[i].rank() != rank) {
+        throwInvalid(name + ": input " + q(op.inputName(i)) + " is " + in[i].str() + "; expected a " +
+                     std::to_string(rank) + "-D tensor");
+      }
+    };
+    // Inner dims: a's last dim (k) must equal b's dim `bk` of index `bkDim`.
+    auto checkInner = [&](size_t ia, size_t ib, int64_t k, int64_t bk, int64_t bkDim) {
+      if (bk != k) {
+        throwInvalid(name + ": input " + q(op.inputName(ib)) + " has shape " + shapeStr(in[ib].shape) +
+                     "; expected dim " + std::to_string(bkDim) + " to be " + std::to_string(k) + " (the last dim of " +
+                     q(op.inputName(ia)) + " " + shapeStr(in[ia].shape) + ")");
+      }
+    };
+    Plan p;
+    size_t ia = 0, ib = 1;
+    if (kind_ == MatmulKind::kAddmm || kind_ == MatmulKind::kBaddbmm) ia = 1, ib = 2;
+    const TensorDesc& a = in[ia];
+    switch (kind_) {
+      case MatmulKind::kMatmul: {
+        const TensorDesc& b = in[ib];
+        for (size_t i : {ia, ib}) {
+          if (in[i].rank() == 0) {
+            throwInvalid(name + ": input " + q(op.inputName(i)) + " is 0-d; matmul needs at least 1 dim on both inputs");
           }
         }
+        Shape as = a.shape, bs = b.shape;
+        bool dropM = as.size() == 1, dropN = bs.size() == 1;
+        if (dropM) as.insert(as.begin(), 1);
+        if (dropN) bs.push_back(1);
+        p.m = as[as.size() - 2];
+        p.k = as.back();
+        p.n = bs.back();
+        checkInner(ia, ib, p.k, bs[bs.size() - 2], b.rank() == 1 ? 0 : int64_t(b.rank()) - 2);
+        Shape aBatch(as.begin(), as.end() - 2), bBatch(bs.begin(), bs.end() - 2);
+        auto batch = broadcastShapes(aBatch, bBatch);
+        if (!batch) {
+          throwInvalid(name + ": batch dims of " + q(op.inputName(ia)) + " " + shapeStr(aBatch) + " and " +
+                       q(op.inputName(ib)) + " " + shapeStr(bBatch) + " cannot be broadcast together");
+        }
+        p.out = *batch;
+        if (!dropM) p.out.push_back(p.m);
+        if (!dropN) p.out.push_back(p.n);
+        p.batch = *batch;
+        p.bs = {batchStrides(aBatch, *batch, p.m * p.k), batchStrides(bBatch, *batch, p.k * p.n),
+                std::vector<int64_t>(batch->size(), 0)};
+        break;
+      }
+      case MatmulKind::kMm:
+      case MatmulKind::kAddmm: {
+        needRank(ia, 2);
+        needRank(ib, 2);
+        p.m = a.shape[0], p.k = a.shape[1], p.n = in[ib].shape[1];
+        checkInner(ia, ib, p.k, in[ib].shape[0], 0);
+        p.out = {p.m, p.n};
+        break;
+      }
+      case MatmulKind::kBmm:
+      case MatmulKind::kBaddbmm: {
+        needRank(ia, 3);
+        needRank(ib, 3);
+        const TensorDesc& b = in[ib];
+        if (a.shape[0] != b.shape[0]) {
+          throwInvalid(name + ": input " + q(op.inputName(ib)) + " has shape " + shapeStr(b.shape) +
+                       "; expected dim 0 to be " + std::to_string(a.shape[0]) + " (the batch size of " +
+                       q(op.inputName(ia)) + " " + shapeStr(a.shape) + ")");
+        }
+        p.m = a.shape[1], p.k = a.shape[2], p.n = b.shape[2];
+        checkInner(ia, ib, p.k, b.shape[1], 1);
+        p.out = {a.shape[0], p.m, p.n};
+        p.batch = {a.shape[0]};
+        p.bs = {{p.m * p.k}, {p.k * p.n}, {0}};
+        break;
+      }
+      case MatmulKind::kOuter: {
+        needRank(0, 1);
+        needRank(1, 1);
+        p.m = a.shape[0], p.k = 1, p.n = in[1].shape[0];
+        p.out = {p.m, p.n};
+        p.sam = 1, p.sak = 0, p.sbk = 0, p.sbn = 1;
+        break;
+      }
+      case MatmulKind::kLinear: {
+        const TensorDesc& w = in[1];
+        if (a.rank() == 0) throwInvalid(name + ": input 'input' is 0-d; expected at least 1 dim ([..., in_features])");
+        needRank(1, 2);
+        p.k = a.shape.back();
+        p.n = w.shape[0];
+        if (w.shape[1] != p.k) {
+          throwInvalid(name + ": input 'weight' has shape " + shapeStr(w.shape) + "; expected dim 1 to be " +
+                       std::to_string(p.k) + " (the last dim of 'input' " + shapeStr(a.shape) + ")");
+        }
+        p.m = 1;
+        for (size_t d = 0; d + 1 < a.rank(); ++d) p.m *= a.shape[d];
+        p.out.assign(a.shape.begin(), a.shape.end() - 1);
+        p.out.push_back(p.n);
+        p.sam = p.k, p.sak = 1, p.sbk = 1, p.sbn = p.k;  // weight read transposed in place
+        if (in.size() > 2) {
+          const TensorDesc& bias = in[2];
+          if (bias.rank() > 1 || (bias.rank() == 1 && bias.shape[0] != p.n && bias.shape[0] != 1)) {
+            throwInvalid(name + ": input 'bias' has shape " + shapeStr(bias.shape) + "; expected [" +
+                         std::to_string(p.n) + "] (out_features, weight's dim 0)");
+          }
+          p.bias = true;
+          p.scm = 0;
+          p.scn = bias.numel() > 1 ? 1 : 0;
+        }
+        break;
       }
     }
-  }
-}
-)")} {}
-
-  std::vector<TensorDesc> infer(const OpSpec& spec, std::span<const TensorDesc> in, const Attrs&) const override {
-    MatmulView v = matmulView(spec.name, in[0], in[1]);
-    if (size_t dims = coalesce(v.batch, {broadcastStrides(v.aBatch, v.batch), broadcastStrides(v.bBatch, v.batch)}).shape.size(); dims > kMaxBatchRank) {
-      throwInvalid(spec.name + ": batch dims of 'a' " + shapeStr(v.aBatch) + " and 'b' " + shapeStr(v.bBatch) +
-                   " leave " + std::to_string(dims) + " independent dims after broadcasting; at most " +
+    if (kind_ != MatmulKind::kOuter && kind_ != MatmulKind::kLinear) {
+      p.sam = p.k, p.sak = 1, p.sbk = p.n, p.sbn = 1;
+    }
+    if (kind_ == MatmulKind::kAddmm || kind_ == MatmulKind::kBaddbmm) {
+      const TensorDesc& c = in[0];
+      if (!broadcastShapes(c.shape, p.out) || *broadcastShapes(c.shape, p.out) != p.out) {
+        throwInvalid(name + ": input 'input' has shape " + shapeStr(c.shape) + "; expected a shape that broadcasts to " +
+                     shapeStr(p.out) + " (the product's shape)");
+      }
+      auto s = broadcastStrides(c.shape, p.out);
+      p.scm = s[s.size() - 2], p.scn = s.back();
+      if (kind_ == MatmulKind::kBaddbmm) p.bs[2] = {s[0]};
+      p.alpha = attrs.getNumber("alpha");
+      p.beta = attrs.getNumber("beta");
+      p.bias = p.beta != 0;  // PyTorch: beta = 0 ignores input (NaN and inf included)
+    }
+    if (!p.batch.empty()) {
+      Coalesced c = coalesce(p.batch, p.bs);
+      p.batch = c.shape;
+      p.bs = c.strides;
+    }
+    if (p.batch.size() > kMaxBatchRank) {
+      throwInvalid(name + ": the batch dims " + shapeStr(Shape(p.out.begin(), p.out.end() - 2)) + " leave " +
+                   std::to_string(p.batch.size()) + " independent dims after broadcasting; at most " +
                    std::to_string(kMaxBatchRank) + " are supported");
     }
-    return {TensorDesc{in[0].dtype, v.out}};
+    return p;
   }
 
-  std::vector<const KernelSource*> variants(const OpSpec&, DType) const override { return {&source_}; }
+  std::vector<TensorDesc> infer(const OpSpec& op, std::span<const TensorDesc> in, const Attrs& attrs) const override {
+    Plan p = plan(op, in, attrs);
+    return {TensorDesc{in[0].dtype, p.out}};
+  }
 
-  void record(const OpSpec&, Recorder& r, std::span<const TensorView> in, std::span<const TensorView> out,
-              const Attrs&) const override {
-    MatmulView v = matmulView("matmul", in[0].desc, in[1].desc);
-    Coalesced c = coalesce(v.batch, {broadcastStrides(v.aBatch, v.batch), broadcastStrides(v.bBatch, v.batch)});
-    if (c.shape.size() > kMaxBatchRank) throw std::logic_error("matmul: record() before infer()");
+  std::vector<const KernelSource*> variants(const OpSpec&, DType dtype) const override {
+    return {&matmulSource(dtype)};
+  }
+
+  void record(const OpSpec& op, Recorder& r, std::span<const TensorView> in, std::span<const TensorView> out,
+              const Attrs& attrs) const override {
+    std::vector<TensorDesc> descs;
+    for (const auto& v : in) descs.push_back(v.desc);
+    Plan p = plan(op, descs, attrs);
     int64_t batch = 1;
-    for (int64_t d : c.shape) batch *= d;
-    MatmulPush push{in[0].buffer->deviceAddress(), in[1].buffer->deviceAddress(), out[0].buffer->deviceAddress(),
-                    uint32_t(v.m), uint32_t(v.n), uint32_t(v.k), uint32_t(c.shape.size()), uint32_t(batch), {}, {}, {}};
-    for (size_t d = 0; d < c.shape.size(); ++d) {
-      push.shape[d] = uint32_t(c.shape[d]);
-      push.sa[d] = uint32_t(c.strides[0][d] * v.m * v.k);
-      push.sb[d] = uint32_t(c.strides[1][d] * v.k * v.n);
+    for (int64_t d : p.batch) batch *= d;
+    if (batch * p.m * p.n == 0) return;
+    auto bits = [](double v) {
+      float f = float(v);
+      uint32_t u;
+      std::memcpy(&u, &f, 4);
+      return u;
+    };
+    std::vector<uint32_t> meta = {uint32_t(p.m),   uint32_t(p.n),   uint32_t(p.k),   uint32_t(batch),
+                                  uint32_t(p.batch.size()), p.bias ? 1u : 0u, bits(p.alpha), bits(p.beta),
+                                  uint32_t(p.sam), uint32_t(p.sak), uint32_t(p.sbk), uint32_t(p.sbn),
+                                  uint32_t(p.scm), uint32_t(p.scn)};
+    meta.resize(14 + 4 * kMaxBatchRank, 0);
+    for (size_t d = 0; d < p.batch.size(); ++d) {
+      meta[14 + d] = uint32_t(p.batch[d]);
+      for (size_t k = 0; k < 3; ++k) meta[18 + 4 * k + d] = uint32_t(p.bs[k][d]);
     }
-    uint32_t gx = r.groupsFor(uint64_t(v.n), 64, 0), gy = r.groupsFor(uint64_t(v.m), 64, 1);
-    r.dispatch(source_, push, gx, gy, r.groupsFor(uint64_t(batch), 1, 2));
+    size_t ia = 0, ib = 1, ic = 2;
+    if (kind_ == MatmulKind::kAddmm || kind_ == MatmulKind::kBaddbmm) ia = 1, ib = 2, ic = 0;
+    struct Push {
+      uint64_t a, b, c, y, meta;
+    } push{in[ia].buffer->deviceAddress(), in[ib].buffer->deviceAddress(),
+           p.bias ? in[ic].buffer->deviceAddress() : 0, out[0].buffer->deviceAddress(), r.params(meta)};
+    r.dispatch(matmulSource(out[0].desc.dtype), push, r.groupsFor(uint64_t(p.n), 64, 0),
+               r.groupsFor(uint64_t(p.m), 64, 1), r.groupsFor(uint64_t(batch), 1, 2));
   }
 
  private:
-  KernelSource source_;
+  MatmulKind kind_;
+};
+
+class Dot final : public KernelTemplate {
+ public:
+  std::vector<TensorDesc> infer(const OpSpec& op, std::span<const TensorDesc> in, const Attrs&) const override {
+    for (size_t i = 0; i < 2; ++i) {
+      if (in[i].rank() != 1) {
+        throwInvalid(op.name + ": input " + q(op.inputName(i)) + " is " + in[i].str() + "; expected a 1-D tensor");
+      }
+    }
+    if (in[0].shape[0] != in[1].shape[0]) {
+      throwInvalid(op.name + ": input 'other' has " + std::to_string(in[1].shape[0]) + " elements; expected " +
+                   std::to_string(in[0].shape[0]) + " like 'input'");
+    }
+    return {TensorDesc{in[0].dtype, {}}};
+  }
+
+  std::vector<const KernelSource*> variants(const OpSpec&, DType dtype) const override {
+    return {&dotSource(dtype, 1), &dotSource(dtype, 2)};
+  }
+
+  void record(const OpSpec&, Recorder& r, std::span<const TensorView> in, std::span<const TensorView> out,
+              const Attrs&) const override {
+    DType dtype = in[0].desc.dtype;
+    uint64_t n = uint64_t(in[0].desc.numel());
+    uint32_t groups = std::max<uint32_t>(1, std::min<uint32_t>(r.groupsFor(n, 256 * 16), 512));
+    auto part = r.scratch(uint64_t(groups) * dtypeSize(dotAccumulator(dtype)));
+    struct Push {
+      uint64_t a, b, part, y;
+      uint32_t n, groups;
+    } push{in[0].buffer->deviceAddress(), in[1].buffer->deviceAddress(), part->deviceAddress(),
+           out[0].buffer->deviceAddress(), uint32_t(n), groups};
+    r.dispatch(dotSource(dtype, 1), push, groups);
+    r.dispatch(dotSource(dtype, 2), push, 1);
+  }
 };
 
 }  // namespace
 
-std::shared_ptr<const KernelTemplate> matmul() { return std::make_shared<Matmul>(); }
+std::shared_ptr<const KernelTemplate> matmul(MatmulKind kind) { return std::make_shared<Matmul>(kind); }
+
+std::shared_ptr<const KernelTemplate> dot() { return std::make_shared<Dot>(); }
 
 }  // namespace tensord::compute

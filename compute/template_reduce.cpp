@@ -1,146 +1,268 @@
-// Reductions (sum, mean) over adjacent dims. f32 only for now.
+// The reduction template (see template_reduce.h) and the GLSL it generates
+// from kernels/reduce.comp.
 
 #include "compute/template_reduce.h"
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 
 #include "compute/error.h"
+#include "compute/glsl.h"
 #include "compute/op_spec.h"
 #include "compute/template_util.h"
 
 namespace tensord::compute {
 namespace {
 
-// Shared GLSL prelude: every operand is a buffer device address.
-constexpr const char* kPrelude = R"(#version 460
-#extension GL_EXT_buffer_reference : require
-layout(buffer_reference, std430, buffer_reference_align = 4) buffer Floats { float v[]; };
-layout(buffer_reference, std430, buffer_reference_align = 16) buffer Words { uvec4 v[]; };
-)";
-
-constexpr uint32_t kGroupSize = 256;
-
-std::string withPrelude(const std::string& body) { return kPrelude + body; }
-
-// Workgroups for `items` on `axis`, capped at the device's limit there; the
-// kernels loop (grid stride) over whatever the cap leaves.
-uint32_t groupsFor(uint64_t items, uint32_t perGroup, const Recorder& r, int axis = 0) {
-  uint64_t groups = (items + perGroup - 1) / perGroup;
-  return uint32_t(std::min<uint64_t>(groups, r.maxGroups(axis)));
-}
-
-// ---------------------------------------------------------------- reduce
-
-struct ReducePush {
-  uint64_t x, y;
-  uint32_t outer, d, inner;
-  float scale;
+struct Push {
+  uint64_t x, y, z, st, meta;
+  uint32_t n, d, s, chunk, outRank, redRank, final_;
+  float count, param;
 };
 
-// The input viewed as [outer, d, inner], reduced over d.
-struct ReduceView {
-  int64_t outer = 1, d = 1, inner = 1;
-};
+constexpr uint64_t kStateBytes = 32;  // struct St in reduce.comp (largest: int64 accumulators)
 
-ReduceView reduceView(const std::string& op, const Shape& shape, const std::vector<int64_t>& dims,
-                      std::vector<bool>* reduced) {
-  reduced->assign(shape.size(), dims.empty());
-  for (int64_t dim : dims) {
-    int64_t d = normalizeDim(op, dim, shape.size());
-    if (shape.empty()) continue;  // a scalar reduces over nothing
-    if ((*reduced)[size_t(d)]) throwInvalid(op + ": attribute 'dim' names dim " + std::to_string(dim) + " twice");
-    (*reduced)[size_t(d)] = true;
-  }
-  // The reduced dims must be adjacent, so the view stays [outer, d, inner].
-  auto first = std::find(reduced->begin(), reduced->end(), true);
-  auto last = std::find(reduced->rbegin(), reduced->rend(), true).base();
-  if (first != reduced->end() && std::find(first, last, false) != last) {
-    throwInvalid(op + ": attribute 'dim' must name adjacent dims; got a gap between them");
-  }
-  ReduceView v;
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if ((*reduced)[i]) v.d *= shape[i];
-    else if (first == reduced->end() || int64_t(i) < first - reduced->begin()) v.outer *= shape[i];
-    else v.inner *= shape[i];
-  }
-  return v;
+bool intDimOp(ReduceKind k) {
+  return k == ReduceKind::kMax || k == ReduceKind::kMin || k == ReduceKind::kArgmax || k == ReduceKind::kArgmin;
 }
+
+bool needsElements(ReduceKind k) {
+  switch (k) {
+    case ReduceKind::kMax:
+    case ReduceKind::kMin:
+    case ReduceKind::kAmax:
+    case ReduceKind::kAmin:
+    case ReduceKind::kArgmax:
+    case ReduceKind::kArgmin: return true;
+    default: return false;
+  }
+}
+
+// The input split into kept (output) dims and reduced dims, each coalesced.
+struct Plan {
+  Shape outShape;       // the op's output shape (keepdim applied)
+  Shape outDims, redDims;
+  std::vector<int64_t> outStrides, redStrides;  // input strides
+  int64_t n = 1, d = 1;
+  bool twoOutputs = false;
+};
 
 class Reduce final : public KernelTemplate {
  public:
-  explicit Reduce(ReduceKind kind)
-      : kind_(kind),
-        rows_{"reduce:rows", withPrelude(R"(
-layout(local_size_x = 256) in;
-layout(push_constant) uniform Push { Floats x; Floats y; uint outer; uint d; uint inner; float scale; } p;
-shared float partial[256];
-void main() {
-  uint lid = gl_LocalInvocationID.x;
-  for (uint row = gl_WorkGroupID.x; row < p.outer; row += gl_NumWorkGroups.x) {
-    float acc = 0.0;
-    uint base = row * p.d;
-    for (uint k = lid; k < p.d; k += 256u) acc += p.x.v[base + k];
-    partial[lid] = acc;
-    barrier();
-    for (uint s = 128u; s > 0u; s >>= 1u) {
-      if (lid < s) partial[lid] += partial[lid + s];
-      barrier();
-    }
-    if (lid == 0u) p.y.v[row] = partial[0] * p.scale;
-    barrier();
-  }
-}
-)")},
-        cols_{"reduce:cols", withPrelude(R"(
-layout(local_size_x = 256) in;
-layout(push_constant) uniform Push { Floats x; Floats y; uint outer; uint d; uint inner; float scale; } p;
-void main() {
-  uint total = p.outer * p.inner;
-  uint stride = gl_NumWorkGroups.x * 256u;
-  for (uint idx = gl_GlobalInvocationID.x; idx < total; idx += stride) {
-    uint o = idx / p.inner, i = idx % p.inner;
-    uint base = o * p.d * p.inner + i;
-    float acc = 0.0;
-    for (uint k = 0u; k < p.d; ++k) acc += p.x.v[base + k * p.inner];
-    p.y.v[idx] = acc * p.scale;
-  }
-}
-)")} {}
+  explicit Reduce(ReduceKind kind) : kind_(kind) {}
 
-  std::vector<TensorDesc> infer(const OpSpec& spec, std::span<const TensorDesc> in,
-                                const Attrs& attrs) const override {
-    std::vector<bool> reduced;
-    reduceView(spec.name, in[0].shape, attrs.getInts("dim"), &reduced);
+  Plan plan(const OpSpec& op, const TensorDesc& in, const Attrs& attrs) const {
+    Plan pl;
+    const size_t rank = in.shape.size();
+    std::vector<bool> mask;
     bool keepdim = attrs.getBool("keepdim");
-    Shape shape;
-    for (size_t i = 0; i < in[0].shape.size(); ++i) {
-      if (!reduced[i]) shape.push_back(in[0].shape[i]);
-      else if (keepdim) shape.push_back(1);
+    if (intDimOp(kind_)) {
+      if (attrs.has("dim")) {
+        mask = dimMask(op.name, {attrs.getInt("dim")}, rank, false);
+        pl.twoOutputs = kind_ == ReduceKind::kMax || kind_ == ReduceKind::kMin;
+      } else {
+        mask.assign(rank, true);
+        if (kind_ == ReduceKind::kMax || kind_ == ReduceKind::kMin) keepdim = false;
+      }
+    } else {
+      mask = dimMask(op.name, attrs.getInts("dim"), rank);
     }
-    return {TensorDesc{in[0].dtype, shape}};
+    auto strides = contiguousStrides(in.shape);
+    Shape outDims, redDims;
+    std::vector<int64_t> outStrides, redStrides;
+    for (size_t i = 0; i < rank; ++i) {
+      if (mask[i]) {
+        redDims.push_back(in.shape[i]);
+        redStrides.push_back(strides[i]);
+        pl.d *= in.shape[i];
+        if (keepdim) pl.outShape.push_back(1);
+      } else {
+        outDims.push_back(in.shape[i]);
+        outStrides.push_back(strides[i]);
+        pl.n *= in.shape[i];
+        pl.outShape.push_back(in.shape[i]);
+      }
+    }
+    Coalesced co = coalesce(outDims, {outStrides});
+    Coalesced cr = coalesce(redDims, {redStrides});
+    pl.outDims = co.shape;
+    pl.outStrides = co.strides[0];
+    pl.redDims = cr.shape;
+    pl.redStrides = cr.strides[0];
+    if (needsElements(kind_) && pl.d == 0 && pl.n > 0) {
+      throwInvalid(op.name + ": input " + in.str() +
+                   " has no elements to reduce over the given dim(s); " + op.name +
+                   " has no identity (give a non-empty dim)");
+    }
+    return pl;
   }
 
-  std::vector<const KernelSource*> variants(const OpSpec&, DType) const override { return {&rows_, &cols_}; }
-
-  void record(const OpSpec&, Recorder& r, std::span<const TensorView> in, std::span<const TensorView> out,
-              const Attrs& attrs) const override {
-    std::vector<bool> reduced;
-    ReduceView v = reduceView("reduce", in[0].desc.shape, attrs.getInts("dim"), &reduced);
-    float scale = kind_ == ReduceKind::kMean ? (v.d ? 1.0f / float(v.d) : NAN) : 1.0f;
-    ReducePush push{in[0].buffer->deviceAddress(), out[0].buffer->deviceAddress(), uint32_t(v.outer),
-                    uint32_t(v.d), uint32_t(v.inner), scale};
-    if (v.inner == 1) {
-      r.dispatch(rows_, push, r.groupsFor(uint64_t(v.outer), 1));
-    } else {
-      r.dispatch(cols_, push, r.groupsFor(uint64_t(v.outer * v.inner), kGroupSize));
+  DType outDType(DType in) const {
+    switch (kind_) {
+      case ReduceKind::kSum:
+      case ReduceKind::kProd: return isFloating(in) ? in : DType::I64;
+      case ReduceKind::kArgmax:
+      case ReduceKind::kArgmin:
+      case ReduceKind::kCountNonzero: return DType::I64;
+      case ReduceKind::kAll:
+      case ReduceKind::kAny: return DType::Bool;
+      default: return in;
     }
+  }
+
+  std::vector<TensorDesc> infer(const OpSpec& op, std::span<const TensorDesc> in, const Attrs& attrs) const override {
+    Plan pl = plan(op, in[0], attrs);
+    DType out = outDType(in[0].dtype);
+    if (kind_ == ReduceKind::kVarMean) return {TensorDesc{out, pl.outShape}, TensorDesc{out, pl.outShape}};
+    if (pl.twoOutputs) return {TensorDesc{out, pl.outShape}, TensorDesc{DType::I64, pl.outShape}};
+    return {TensorDesc{out, pl.outShape}};
+  }
+
+  const KernelSource& source(const OpSpec& op, DType dtype, bool twoOutputs, int pass, bool rows) const {
+    std::string key = op.name + "|" + std::string(dtypeName(dtype)) + "|" + (twoOutputs ? "2" : "1") + "|p" +
+                      std::to_string(pass) + (rows ? "|rows" : "|cols");
+    return variants_.get(key, [&] {
+      DType acc = isFloating(dtype) ? DType::F32 : DType::I64;
+      GlslBuilder b(dtype);
+      b.input("x", dtype);
+      std::string opDef, finY = "s.x", finZ;
+      DType yValue = acc, zDType = DType::I64, zValue = DType::I64;
+      switch (kind_) {
+        case ReduceKind::kSum: opDef = "OP_SUM"; break;
+        case ReduceKind::kMean: opDef = "OP_SUM"; finY = "s.x / p.count"; break;
+        case ReduceKind::kProd: opDef = "OP_PROD"; break;
+        case ReduceKind::kAmax: opDef = "OP_MAX"; break;
+        case ReduceKind::kAmin: opDef = "OP_MIN"; break;
+        case ReduceKind::kMax:
+        case ReduceKind::kMin:
+          if (twoOutputs) {
+            opDef = kind_ == ReduceKind::kMax ? "OP_ARGMAX" : "OP_ARGMIN";
+            finZ = "s.i";
+          } else {
+            opDef = kind_ == ReduceKind::kMax ? "OP_MAX" : "OP_MIN";
+          }
+          break;
+        case ReduceKind::kArgmax:
+        case ReduceKind::kArgmin:
+          opDef = kind_ == ReduceKind::kArgmax ? "OP_ARGMAX" : "OP_ARGMIN";
+          finY = "s.i";
+          yValue = DType::I64;
+          break;
+        case ReduceKind::kVar: opDef = "OP_WELFORD"; finY = "welford_var(s)"; break;
+        case ReduceKind::kStd: opDef = "OP_WELFORD"; finY = "sqrt(welford_var(s))"; break;
+        case ReduceKind::kVarMean:
+          opDef = "OP_WELFORD";
+          finY = "welford_var(s)";
+          finZ = "s.y";
+          zDType = dtype;
+          zValue = DType::F32;
+          break;
+        case ReduceKind::kNorm: opDef = "OP_NORM"; finY = "norm_fin(s)"; break;
+        case ReduceKind::kLogsumexp: opDef = "OP_LSE"; finY = "lse_fin(s)"; break;
+        case ReduceKind::kAll: opDef = "OP_ALL"; finY = "(s.i != 0l)"; yValue = DType::Bool; break;
+        case ReduceKind::kAny: opDef = "OP_ANY"; finY = "(s.i != 0l)"; yValue = DType::Bool; break;
+        case ReduceKind::kCountNonzero: opDef = "OP_COUNT"; finY = "s.i"; yValue = DType::I64; break;
+      }
+      b.output("y", outDType(dtype), yValue);
+      b.output("z", zDType, zValue);
+      if (!finZ.empty()) {
+        b.define("HAS_Z");
+        b.define("FIN_Z(s)", "(" + finZ + ")");
+      }
+      b.define("FIN_Y(s)", "(" + finY + ")");
+      b.define(opDef);
+      b.define("A", std::string(glslType(acc)));
+      if (acc == DType::F32) b.define("ACC_FLOAT");
+      b.define("LOADA(i)", glslConvert("LOAD_x(i)", dtype, acc));
+      b.define("PASS", std::to_string(pass));
+      b.define("ROWS", rows ? "1" : "0");
+      return b.build(kernelFile("reduce.comp"));
+    });
+  }
+
+  static void grid(const Recorder& r, uint64_t groups, uint32_t* gx, uint32_t* gy) {
+    groups = std::max<uint64_t>(groups, 1);
+    *gx = uint32_t(std::min<uint64_t>(groups, r.maxGroups(0)));
+    *gy = uint32_t(std::min<uint64_t>((groups + *gx - 1) / *gx, r.maxGroups(1)));
+  }
+
+  void record(const OpSpec& op, Recorder& r, std::span<const TensorView> in, std::span<const TensorView> out,
+              const Attrs& attrs) const override {
+    Plan pl = plan(op, in[0].desc, attrs);
+    if (pl.n == 0) return;
+    DType dtype = in[0].desc.dtype;
+    // Rows: the reduced elements are contiguous and many: a workgroup per
+    // (output, split). Else a thread per (output, split), neighbouring
+    // threads on neighbouring outputs.
+    bool rows = !pl.redDims.empty() && pl.redStrides.back() == 1 && pl.d >= 256;
+    uint64_t n = uint64_t(pl.n), d = uint64_t(pl.d);
+    uint64_t splits = 1;
+    if (rows) {
+      // Aim at >= 1024 workgroups, each with >= 4096 elements.
+      splits = std::min<uint64_t>((1024 + n - 1) / n, (d + 4095) / 4096);
+    } else {
+      // Aim at >= 64K threads, each with >= 64 elements.
+      splits = std::min<uint64_t>((65536 + n - 1) / n, (d + 63) / 64);
+    }
+    splits = std::max<uint64_t>(splits, 1);
+    uint64_t chunk = d == 0 ? 0 : (d + splits - 1) / splits;
+    if (chunk) splits = (d + chunk - 1) / chunk;
+
+    std::vector<uint32_t> meta;
+    for (int64_t v : pl.outDims) meta.push_back(uint32_t(v));
+    for (int64_t v : pl.outStrides) meta.push_back(uint32_t(v));
+    for (int64_t v : pl.redDims) meta.push_back(uint32_t(v));
+    for (int64_t v : pl.redStrides) meta.push_back(uint32_t(v));
+    meta.push_back(0);  // never empty
+
+    Push push{};
+    push.x = in[0].desc.numel() ? in[0].buffer->deviceAddress() : 0;
+    push.y = out[0].buffer->deviceAddress();
+    push.z = out.size() > 1 ? out[1].buffer->deviceAddress() : 0;
+    push.meta = r.params(meta);
+    push.n = uint32_t(n);
+    push.d = uint32_t(d);
+    push.s = uint32_t(splits);
+    push.chunk = uint32_t(chunk);
+    push.outRank = uint32_t(pl.outDims.size());
+    push.redRank = uint32_t(pl.redDims.size());
+    push.final_ = splits == 1 ? 1 : 0;
+    push.count = float(d);
+    push.param = 0;
+    if (kind_ == ReduceKind::kVar || kind_ == ReduceKind::kStd || kind_ == ReduceKind::kVarMean) {
+      push.param = float(attrs.getFloat("correction"));
+    } else if (kind_ == ReduceKind::kNorm) {
+      push.param = float(attrs.getFloat("p"));
+    }
+    std::shared_ptr<Buffer> states;
+    if (splits > 1) {
+      states = r.scratch(n * splits * kStateBytes);
+      push.st = states->deviceAddress();
+    }
+    uint32_t gx, gy;
+    grid(r, rows ? n * splits : (n * splits + 255) / 256, &gx, &gy);
+    r.dispatch(source(op, dtype, pl.twoOutputs, 1, rows), push, gx, gy);
+    if (splits > 1) {
+      bool rows2 = splits >= 64;
+      grid(r, rows2 ? n : (n + 255) / 256, &gx, &gy);
+      r.dispatch(source(op, dtype, pl.twoOutputs, 2, rows2), push, gx, gy);
+    }
+  }
+
+  std::vector<const KernelSource*> variants(const OpSpec& op, DType dtype) const override {
+    std::vector<const KernelSource*> out;
+    bool two = kind_ == ReduceKind::kMax || kind_ == ReduceKind::kMin;
+    for (int outputs = 1; outputs <= (two ? 2 : 1); ++outputs) {
+      for (int pass = 1; pass <= 2; ++pass) {
+        for (bool rows : {false, true}) out.push_back(&source(op, dtype, outputs == 2, pass, rows));
+      }
+    }
+    return out;
   }
 
  private:
   ReduceKind kind_;
-  KernelSource rows_, cols_;
+  KernelVariants variants_;
 };
 
 }  // namespace

@@ -8,7 +8,8 @@
 
 $import "/capnp/c++.capnp".namespace("tensord::proto");
 
-const protocolVersion :UInt32 = 1;
+const protocolVersion :UInt32 = 2;
+# 2: OpSpec.inputSpecs/view/mutates/differentiable, DeviceInfo.dtypes, AttrType.scalar.
 
 # ---------------------------------------------------------------- data types
 
@@ -63,6 +64,15 @@ struct AttrSpec {
   doc @4 :Text;
 }
 
+struct InputSpec {
+  name @0 :Text;
+  role @1 :Text;           # what it holds, which decides its dtypes: "data" (one of
+                           # the op's `dtypes`), "index" (i32 or i64), "mask" (bool),
+                           # "any" (checked by the op)
+  optional @2 :Bool;       # may be left off (only trailing inputs are optional)
+  variadic @3 :Bool;       # last input only: takes one or more tensors (cat, stack)
+}
+
 struct OpSpec {
   name @0 :Text;
   category @1 :Text;       # "elementwise", "reduction", "linalg", ...
@@ -72,6 +82,10 @@ struct OpSpec {
   dtypes @5 :List(DType);  # dtypes the op accepts
   doc @6 :Text;
   backward @7 :Text;       # name of the op computing its gradient, "" if none
+  inputSpecs @8 :List(InputSpec);  # the inputs in full, in call order (`inputs` are their names)
+  view @9 :Bool;           # output 0 shares input 0's device memory; nothing runs on the device
+  mutates @10 :List(Text); # names of inputs the op writes in place (the caller needs write access)
+  differentiable @11 :Bool;# false: no gradient exists (comparisons, argmax, creation ...)
 }
 
 struct DeviceInfo {
@@ -82,6 +96,9 @@ struct DeviceInfo {
   driver @4 :Text;
   apiVersion @5 :Text;
   memoryBytes @6 :UInt64;  # size of the device-local heap
+  dtypes @7 :List(DType);  # dtypes tensors on this device can have (f16/bf16, u8/bool and
+                           # i64 need optional device features); an op's usable dtypes are
+                           # its `dtypes` intersected with these
 }
 
 struct MemoryStats {

@@ -4,6 +4,13 @@ namespace tensord::server {
 
 std::string TensorEntry::label() const { return names.empty() ? "#" + std::to_string(id) : *names.begin(); }
 
+void markFailed(TensorEntry& entry, const kj::Exception& error) {
+  if (entry.failure == nullptr) entry.failure = error;
+  for (const auto& weak : entry.views) {
+    if (auto view = weak.lock()) markFailed(*view, error);
+  }
+}
+
 std::string tensorNameProblem(std::string_view name) {
   if (name.empty()) return "a tensor name must not be empty";
   if (name.size() > 256) return "a tensor name has at most 256 characters, got " + std::to_string(name.size());

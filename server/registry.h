@@ -34,11 +34,18 @@ struct TensorEntry {
   std::shared_ptr<compute::Buffer> buffer;
   std::set<std::string> names;       // names it is saved under
   kj::Maybe<kj::Exception> failure;  // set when the device work producing it failed
+  // Entries made by view ops (reshape ...) that share this entry's buffer: a
+  // failure of this entry's device work is theirs too (markFailed).
+  std::vector<std::weak_ptr<TensorEntry>> views;
 
   uint64_t bytes() const { return desc.bytes(); }
   // How requests and messages refer to it: its first name, else "#<id>".
   std::string label() const;
 };
+
+// Records that the device work producing `entry` failed, on it and on every
+// live view of it (and views of those).
+void markFailed(TensorEntry& entry, const kj::Exception& error);
 
 // Checks a name given to save/restore/delete; returns a problem or "".
 std::string tensorNameProblem(std::string_view name);

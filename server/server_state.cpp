@@ -16,7 +16,7 @@ ServerState::ServerState(const Config& config, spdlog::logger& log, compute::Eng
 void ServerState::fillInfo(proto::DaemonInfo::Builder info) const {
   info.setVersion(TENSORD_VERSION);
   info.setProtocolVersion(proto::PROTOCOL_VERSION);
-  fillDeviceInfo(info.initDevice(), engine.device());
+  fillDeviceInfo(info.initDevice(), engine);
   const compute::MemoryStats stats = engine.memoryStats();
   auto memory = info.initMemory();
   memory.setLiveBytes(stats.liveBytes);

@@ -5,6 +5,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "compute/op_table.h"
 #include "server/loop_completion.h"
 #include "server/op_results_impl.h"
@@ -70,6 +72,11 @@ kj::Promise<void> SessionImpl::call(CallContext context) {
     for (size_t i = 0; i < impls.size(); ++i) {
       const TensorEntry& entry = *impls[i]->entry();
       session->authorize(acl::Action::kReadTensor, entry.label());
+      // An op that writes an input in place needs write access to it as well.
+      if (!spec->inputs.empty() && std::find(spec->mutates.begin(), spec->mutates.end(), spec->inputName(i)) !=
+                                       spec->mutates.end()) {
+        session->authorize(acl::Action::kWriteTensor, entry.label());
+      }
       checkNotFailed(entry);
       descs.push_back(entry.desc);
       inputViews.push_back({entry.desc, entry.buffer});
@@ -85,6 +92,35 @@ kj::Promise<void> SessionImpl::call(CallContext context) {
                                        " bytes (limits.max_tensor_bytes)"));
       }
     }
+
+    auto results = context.getResults();
+    auto reply = [&](kj::Array<proto::Tensor::Client> outputs) {
+      if (outputs.size() > 0) results.setOutput(outputs[0]);
+      auto list = results.initOutputs(capnp::uint(outputs.size()));
+      for (size_t i = 0; i < outputs.size(); ++i) list.set(capnp::uint(i), outputs[i]);
+      results.setResults(kj::heap<OpResultsImpl>(spec->name, kj::mv(outputs)));
+    };
+
+    if (spec->view) {
+      // The output is input 0's buffer under a new descriptor: nothing is
+      // allocated (the allocator counts the buffer once) and nothing is
+      // enqueued. Input 0 may still be in flight; the queue is in order, so
+      // later readers see its data, and a failure of its work reaches the view
+      // through markFailed.
+      if (impls.size() == 0 || outDescs.size() != 1 || outDescs[0].bytes() > impls[0]->entry()->buffer->bytes()) {
+        kj::throwFatalException(failed(spec->name + ": internal error: a view op must have one output no larger "
+                                                    "than its first input"));
+      }
+      const std::shared_ptr<TensorEntry>& base = impls[0]->entry();
+      auto entry = server.registry.add(session->principal.name, session->id, outDescs[0], base->buffer);
+      base->views.push_back(entry);
+      ++server.opsExecuted;
+      auto outCaps = kj::heapArrayBuilder<proto::Tensor::Client>(1);
+      outCaps.add(TensorImpl::makeCap(session, std::move(entry)));
+      reply(outCaps.finish());
+      return;
+    }
+
     std::vector<compute::TensorView> outputViews;
     for (size_t i = 0; i < outDescs.size(); ++i) {
       const compute::TensorDesc& desc = outDescs[i];
@@ -112,16 +148,10 @@ kj::Promise<void> SessionImpl::call(CallContext context) {
         done.promise.catch_([produced = std::move(produced), op = spec->name, &log = server.log](kj::Exception&& e) {
           log.error("{} failed on the device: {}", op, e.getDescription().cStr());
           for (const auto& weak : produced) {
-            if (auto entry = weak.lock()) entry->failure = e;
+            if (auto entry = weak.lock()) markFailed(*entry, e);
           }
         }));
-
-    auto results = context.getResults();
-    auto outputs = outCaps.finish();
-    if (outputs.size() > 0) results.setOutput(outputs[0]);
-    auto list = results.initOutputs(capnp::uint(outputs.size()));
-    for (size_t i = 0; i < outputs.size(); ++i) list.set(capnp::uint(i), outputs[i]);
-    results.setResults(kj::heap<OpResultsImpl>(spec->name, kj::mv(outputs)));
+    reply(outCaps.finish());
   };
 
   return kj::joinPromises(resolving.finish()).then(kj::mv(enqueue)).attach(kj::mv(capArray), kj::mv(guard));

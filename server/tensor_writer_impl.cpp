@@ -94,7 +94,7 @@ void TensorWriterImpl::flushSlot() {
   });
   server.addTask(done.catch_([status = status_, &log = server.log](kj::Exception&& e) {
     log.error("upload to the device failed: {}", e.getDescription().cStr());
-    if (auto entry = status->entry.lock()) entry->failure = e;
+    if (auto entry = status->entry.lock()) markFailed(*entry, e);
     status->failure = kj::mv(e);
   }));
 }

@@ -208,6 +208,20 @@ proto::AttrType attrTypeToWire(compute::AttrType type) {
 
 kj::StringPtr text(const std::string& s) { return kj::StringPtr(s.c_str(), s.size()); }
 
+kj::StringPtr roleToWire(compute::InputRole role) {
+  switch (role) {
+    case compute::InputRole::kData:
+      return "data";
+    case compute::InputRole::kIndex:
+      return "index";
+    case compute::InputRole::kMask:
+      return "mask";
+    case compute::InputRole::kAny:
+      return "any";
+  }
+  KJ_UNREACHABLE;
+}
+
 }  // namespace
 
 void fillOpSpec(proto::OpSpec::Builder out, const compute::OpSpec& spec) {
@@ -231,9 +245,23 @@ void fillOpSpec(proto::OpSpec::Builder out, const compute::OpSpec& spec) {
   for (size_t i = 0; i < spec.dtypes.size(); ++i) dtypes.set(capnp::uint(i), dtypeToWire(spec.dtypes[i]));
   out.setDoc(text(spec.doc));
   out.setBackward(text(spec.backward));
+  auto inputSpecs = out.initInputSpecs(capnp::uint(spec.inputs.size()));
+  for (size_t i = 0; i < spec.inputs.size(); ++i) {
+    const compute::InputSpec& in = spec.inputs[i];
+    auto w = inputSpecs[capnp::uint(i)];
+    w.setName(text(in.name));
+    w.setRole(roleToWire(in.role));
+    w.setOptional(in.optional);
+    w.setVariadic(in.variadic);
+  }
+  out.setView(spec.view);
+  auto mutates = out.initMutates(capnp::uint(spec.mutates.size()));
+  for (size_t i = 0; i < spec.mutates.size(); ++i) mutates.set(capnp::uint(i), text(spec.mutates[i]));
+  out.setDifferentiable(spec.differentiable);
 }
 
-void fillDeviceInfo(proto::DeviceInfo::Builder out, const compute::DeviceInfo& device) {
+void fillDeviceInfo(proto::DeviceInfo::Builder out, const compute::Engine& engine) {
+  const compute::DeviceInfo& device = engine.device();
   out.setName(text(device.name));
   out.setKind(text(device.kind));
   out.setVendorId(device.vendorId);
@@ -241,6 +269,15 @@ void fillDeviceInfo(proto::DeviceInfo::Builder out, const compute::DeviceInfo& d
   out.setDriver(text(device.driver));
   out.setApiVersion(text(device.apiVersion));
   out.setMemoryBytes(device.memoryBytes);
+  constexpr compute::DType kAll[] = {compute::DType::F32, compute::DType::F16, compute::DType::BF16,
+                                     compute::DType::I32, compute::DType::I64, compute::DType::U8,
+                                     compute::DType::Bool};
+  std::vector<compute::DType> held;
+  for (compute::DType d : kAll) {
+    if (engine.dtypeSupported(d)) held.push_back(d);
+  }
+  auto dtypes = out.initDtypes(capnp::uint(held.size()));
+  for (size_t i = 0; i < held.size(); ++i) dtypes.set(capnp::uint(i), dtypeToWire(held[i]));
 }
 
 }  // namespace tensord::server

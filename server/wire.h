@@ -67,6 +67,7 @@ std::vector<std::pair<std::string, compute::AttrValue>> attrsFromWire(capnp::Lis
                                                                       std::string_view op);
 void fillAttrValue(proto::AttrValue::Builder out, const compute::AttrValue& value);
 void fillOpSpec(proto::OpSpec::Builder out, const compute::OpSpec& spec);
-void fillDeviceInfo(proto::DeviceInfo::Builder out, const compute::DeviceInfo& device);
+// The device and the dtypes its tensors can have (Engine::dtypeSupported).
+void fillDeviceInfo(proto::DeviceInfo::Builder out, const compute::Engine& engine);
 
 }  // namespace tensord::server

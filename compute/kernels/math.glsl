@@ -99,3 +99,55 @@ float pow_f(float a, float e) {
   float m = pow(-a, e);
   return mod(e, 2.0) == 1.0 ? -m : m;
 }
+
+// Inverse trigonometry after Cephes (single precision, ~1e-7 relative):
+// some drivers' builtins are only good to ~1e-4.
+float atan_f(float x) {
+  float s = x < 0.0 ? -1.0 : 1.0;
+  x = abs(x);
+  float y = 0.0;
+  if (x > 2.414213562373095) {
+    y = 1.5707963267948966;
+    x = -1.0 / x;
+  } else if (x > 0.4142135623730950) {
+    y = 0.7853981633974483;
+    x = (x - 1.0) / (x + 1.0);
+  }
+  float z = x * x;
+  y += (((8.05374449538e-2 * z - 1.38776856032e-1) * z + 1.99777106478e-1) * z - 3.33329491539e-1) * z * x + x;
+  return s * y;
+}
+
+float atan2_f(float y, float x) {
+  if (x == 0.0) {
+    if (y == 0.0) return (floatBitsToUint(x) >> 31) != 0u ? ((floatBitsToUint(y) >> 31) != 0u ? -3.141592653589793 : 3.141592653589793) : y;
+    return y > 0.0 ? 1.5707963267948966 : -1.5707963267948966;
+  }
+  if (isinf(x) || isinf(y)) return atan(y, x);
+  float r = atan_f(y / x);
+  if (x < 0.0) r += (y < 0.0 || (y == 0.0 && (floatBitsToUint(y) >> 31) != 0u)) ? -3.141592653589793 : 3.141592653589793;
+  return r;
+}
+
+float asin_f(float x) {
+  float a = abs(x);
+  if (a > 1.0) return nan_f();
+  float z, r;
+  if (a > 0.5) {
+    z = 0.5 * (1.0 - a);
+    float s = sqrt(z);
+    float p = (((4.2163199048e-2 * z + 2.4181311049e-2) * z + 4.5470025998e-2) * z + 7.4953002686e-2) * z + 1.6666752422e-1;
+    r = 1.5707963267948966 - 2.0 * (s + s * z * p);
+  } else {
+    z = a * a;
+    float p = (((4.2163199048e-2 * z + 2.4181311049e-2) * z + 4.5470025998e-2) * z + 7.4953002686e-2) * z + 1.6666752422e-1;
+    r = a + a * z * p;
+  }
+  return x < 0.0 ? -r : r;
+}
+
+float acos_f(float x) {
+  if (x > 0.5) return 2.0 * asin_f(sqrt(0.5 * (1.0 - x)));
+  if (x < -0.5) return 3.141592653589793 - 2.0 * asin_f(sqrt(0.5 * (1.0 + x)));
+  return 1.5707963267948966 - asin_f(x);
+}

@@ -42,6 +42,24 @@ TEST(AttrParse, TypesEachKind) {
   EXPECT_EQ(attrs[5].second, AttrValue(std::vector<double>{0.5, 1000}));
 }
 
+TEST(AttrParse, ScalarKeepsIntOrFloat) {
+  AttrSpec scalar{"other", "scalar", false, {}, ""};
+  EXPECT_EQ(parseAttrValue("add", scalar, "2"), AttrValue(int64_t(2)));
+  EXPECT_EQ(parseAttrValue("add", scalar, "-7"), AttrValue(int64_t(-7)));
+  EXPECT_EQ(parseAttrValue("add", scalar, "2.5"), AttrValue(2.5));
+  EXPECT_EQ(parseAttrValue("add", scalar, "2.0"), AttrValue(2.0));
+  EXPECT_EQ(parseAttrValue("add", scalar, "1e3"), AttrValue(1000.0));
+  EXPECT_EQ(parseAttrValue("add", scalar, "true"), AttrValue(true));
+  try {
+    parseAttrValue("add", scalar, "two");
+    ADD_FAILURE() << "'two' parsed as a scalar";
+  } catch (const AttrError& e) {
+    EXPECT_STREQ(e.what(),
+                 "add: attr 'other' expects a number (2 is sent as an int, 2.5 or 2.0 as a float) or true/false; "
+                 "got 'two'");
+  }
+}
+
 TEST(AttrParse, EdgeValues) {
   AttrSpec ints{"dims", "ints", false, {}, ""};
   EXPECT_EQ(parseAttrValue("op", ints, ""), AttrValue(std::vector<int64_t>{}));

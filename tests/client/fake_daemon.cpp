@@ -256,6 +256,34 @@ class SessionImpl final : public proto::Session::Server {
       auto outputs = op.initOutputs(uint32_t(specs[i].outputs.size()));
       for (size_t j = 0; j < specs[i].outputs.size(); ++j) outputs.set(uint32_t(j), specs[i].outputs[j]);
       op.initDtypes(1).set(0, proto::DType::F32);
+      // Protocol 2 fields on some ops; the others look like a protocol 1 daemon's.
+      if (std::string(specs[i].name) == "add") {
+        auto in = op.initInputSpecs(2);
+        in[0].setName("a");
+        in[0].setRole("data");
+        in[1].setName("b");
+        in[1].setRole("data");
+        in[1].setOptional(true);
+        auto attrs = op.initAttrs(1);
+        attrs[0].setName("other");
+        attrs[0].setType(proto::AttrType::SCALAR);
+        attrs[0].setDoc("the other operand as a number");
+        op.setDifferentiable(true);
+        op.setDoc("a + b");
+      }
+      if (std::string(specs[i].name) == "neg") {
+        auto in = op.initInputSpecs(1);
+        in[0].setName("x");
+        in[0].setRole("any");
+        op.setView(true);
+      }
+      if (std::string(specs[i].name) == "split2") {
+        auto in = op.initInputSpecs(1);
+        in[0].setName("x");
+        in[0].setRole("data");
+        in[0].setVariadic(true);
+        op.initMutates(1).set(0, "x");
+      }
       if (std::string(specs[i].name) == "scale") {
         auto attrs = op.initAttrs(5);
         attrs[0].setName("factor");

@@ -196,15 +196,74 @@ TEST_F(TensorctlTest, InfoWhoamiOps) {
   EXPECT_EQ(json["device"]["name"], "fake device");
   Outcome human = ctl(daemon, {"info"});
   EXPECT_EQ(human.code, 0);
-  EXPECT_NE(human.out.find("tensord fake-1 (protocol 1)"), std::string::npos) << human.out;
+  EXPECT_NE(human.out.find("tensord fake-1 (protocol 2)"), std::string::npos) << human.out;
   Outcome ops = ctl(daemon, {"ops"});
   EXPECT_EQ(ops.code, 0);
-  EXPECT_NE(ops.out.find("split2"), std::string::npos);
-  EXPECT_NE(ops.out.find("factor:float=1"), std::string::npos) << ops.out;
+  EXPECT_EQ(ops.out.rfind("OP      CATEGORY  SIGNATURE ", 0), 0u) << ops.out;
+  for (const char* line : {"add     test      add(a, b?, *, other: scalar?) ", "neg     test      neg(x: any) ",
+                           "oom     test      oom(x) ", "split2  test      split2(x...) -> (same, negated) ",
+                           "scale(x, *, factor=1, bias=0, tag='', axes=[], flip=false)"}) {
+    EXPECT_NE(ops.out.find(line), std::string::npos) << line << " not in\n" << ops.out;
+  }
+  EXPECT_NE(ops.out.find("f32     view\n"), std::string::npos) << ops.out;
+  EXPECT_NE(ops.out.find("f32     writes x\n"), std::string::npos) << ops.out;
   auto opsJson = nlohmann::json::parse(ctl(daemon, {"ops", "--json"}).out);
   ASSERT_EQ(opsJson.size(), 5u);
   EXPECT_EQ(opsJson[0]["name"], "add");
   EXPECT_EQ(opsJson[0]["inputs"], nlohmann::json::array({"a", "b"}));
+  EXPECT_EQ(opsJson[0]["signature"], "add(a, b?, *, other: scalar?)");
+  EXPECT_EQ(opsJson[0]["input_specs"],
+            nlohmann::json::parse(R"([{"name": "a", "role": "data", "optional": false, "variadic": false},
+                                      {"name": "b", "role": "data", "optional": true, "variadic": false}])"));
+  EXPECT_EQ(opsJson[0]["attrs"][0]["type"], "scalar");
+  EXPECT_EQ(opsJson[0]["attrs"][0]["optional"], true);
+  EXPECT_FALSE(opsJson[0]["attrs"][0].contains("default"));
+  EXPECT_EQ(opsJson[0]["differentiable"], true);
+  EXPECT_EQ(opsJson[1]["view"], true);
+  EXPECT_EQ(opsJson[3]["attrs"][0]["default"], 1.0);  // scale
+  EXPECT_EQ(opsJson[4]["mutates"], nlohmann::json::array({"x"}));  // split2
+  // A protocol 1 op: input specs made from the names.
+  EXPECT_EQ(opsJson[2]["input_specs"][0]["role"], "data");
+}
+
+TEST_F(TensorctlTest, OpsNameDescribesOneOp) {
+  FakeDaemon daemon;
+  Outcome add = ctl(daemon, {"ops", "add"});
+  ASSERT_EQ(add.code, 0) << add.err;
+  EXPECT_EQ(add.out,
+            "add(a, b?, *, other: scalar?)\n"
+            "  a + b\n"
+            "\n"
+            "category:        test\n"
+            "inputs:\n"
+            "  a  data (f32)  required\n"
+            "  b  data (f32)  optional\n"
+            "attrs:\n"
+            "  other  scalar  optional  the other operand as a number\n"
+            "outputs:         out\n"
+            "dtypes:          f32\n"
+            "view:            no\n"
+            "mutates:         nothing\n"
+            "differentiable:  yes\n");
+  Outcome split = ctl(daemon, {"ops", "split2"});
+  ASSERT_EQ(split.code, 0) << split.err;
+  EXPECT_NE(split.out.find("  x  data (f32)  one or more\n"), std::string::npos) << split.out;
+  EXPECT_NE(split.out.find("outputs:         same, negated\n"), std::string::npos) << split.out;
+  EXPECT_NE(split.out.find("mutates:         x (written in place; needs write access)\n"), std::string::npos)
+      << split.out;
+  Outcome scale = ctl(daemon, {"ops", "scale"});
+  EXPECT_NE(scale.out.find("  factor  float  default 1\n"), std::string::npos) << scale.out;
+  Outcome neg = ctl(daemon, {"ops", "neg"});
+  EXPECT_NE(neg.out.find("view:            yes"), std::string::npos) << neg.out;
+  EXPECT_NE(neg.out.find("attrs:           none\n"), std::string::npos) << neg.out;
+  auto json = nlohmann::json::parse(ctl(daemon, {"ops", "neg", "--json"}).out);
+  EXPECT_EQ(json["name"], "neg");
+  EXPECT_EQ(json["view"], true);
+  Outcome unknown = ctl(daemon, {"ops", "frob"});
+  EXPECT_EQ(unknown.code, 1);
+  EXPECT_EQ(unknown.err, "tensorctl: unknown op 'frob' (tensorctl ops lists them)\n");
+  Outcome tooMany = ctl(daemon, {"ops", "add", "neg"});
+  EXPECT_EQ(tooMany.code, 2);
 }
 
 TEST_F(TensorctlTest, EnvironmentSuppliesAddressAndToken) {

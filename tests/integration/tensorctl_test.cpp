@@ -162,6 +162,62 @@ TEST_F(IntegrationTensorctl, InfoOpsAndWhoami) {
   EXPECT_NE(who.out.find(daemon().principal()), std::string::npos) << who.out;
 }
 
+TEST_F(IntegrationTensorctl, OpsDescribesTheOpLibrary) {
+  auto json = ctl({"ops", "--json"});
+  ASSERT_EQ(json.exitCode, 0) << describe(json);
+  nlohmann::json opList = nlohmann::json::parse(json.out);
+  nlohmann::json add, reshape;
+  for (const auto& op : opList) {
+    if (op["name"] == "add") add = op;
+    if (op["name"] == "reshape") reshape = op;
+  }
+  ASSERT_TRUE(add.is_object()) << json.out.substr(0, 2000);
+  EXPECT_EQ(add["signature"], "add(input, other?, *, alpha=1, other: scalar?)");
+  ASSERT_EQ(add["input_specs"].size(), 2u);
+  EXPECT_EQ(add["input_specs"][1], nlohmann::json({{"name", "other"}, {"role", "data"}, {"optional", true},
+                                                   {"variadic", false}}));
+  EXPECT_EQ(add["view"], false);
+  EXPECT_EQ(add["mutates"], nlohmann::json::array());
+  EXPECT_EQ(add["differentiable"], true);
+  ASSERT_TRUE(reshape.is_object()) << "no reshape op";
+  EXPECT_EQ(reshape["view"], true);
+
+  auto table = ctl({"ops"});
+  ASSERT_EQ(table.exitCode, 0) << describe(table);
+  EXPECT_NE(table.out.find("add(input, other?, *, alpha=1, other: scalar?)"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("SIGNATURE"), std::string::npos) << table.out;
+
+  auto one = ctl({"ops", "add"});
+  ASSERT_EQ(one.exitCode, 0) << describe(one);
+  EXPECT_EQ(one.out.rfind("add(input, other?, *, alpha=1, other: scalar?)\n", 0), 0u) << one.out;
+  for (const char* part : {"inputs:", "attrs:", "multiplier of other", "default 1", "differentiable:  yes"}) {
+    EXPECT_NE(one.out.find(part), std::string::npos) << part << " missing from:\n" << one.out;
+  }
+  auto oneJson = ctl({"ops", "add", "--json"});
+  ASSERT_EQ(oneJson.exitCode, 0) << describe(oneJson);
+  EXPECT_EQ(nlohmann::json::parse(oneJson.out)["name"], "add");
+
+  auto unknown = ctl({"ops", "frobnicate"});
+  EXPECT_EQ(unknown.exitCode, 1) << describe(unknown);
+  EXPECT_NE(unknown.err.find("unknown op 'frobnicate'"), std::string::npos) << unknown.err;
+}
+
+TEST_F(IntegrationTensorctl, ScalarAttrCall) {
+  writeNpyF32(file("x.npy"), {2, 2}, {-1.5f, 0.0f, 2.25f, 10.0f});
+  ASSERT_EQ(ctl({"put", "x", file("x.npy")}).exitCode, 0);
+  auto r = ctl({"call", "add", "x", "--attr", "other=2.5", "--out", "y"});
+  ASSERT_EQ(r.exitCode, 0) << describe(r);
+  r = ctl({"call", "sub", "x", "--attr", "other=2", "--attr", "alpha=2", "--out", "z"});
+  ASSERT_EQ(r.exitCode, 0) << describe(r);
+  ASSERT_EQ(ctl({"get", "y", file("y.npy")}).exitCode, 0);
+  ASSERT_EQ(ctl({"get", "z", file("z.npy")}).exitCode, 0);
+  EXPECT_EQ(readNpyF32(file("y.npy")).data, (std::vector<float>{1.0f, 2.5f, 4.75f, 12.5f}));
+  EXPECT_EQ(readNpyF32(file("z.npy")).data, (std::vector<float>{-5.5f, -4.0f, -1.75f, 6.0f}));
+  auto bad = ctl({"call", "add", "x", "--attr", "other=two", "--out", "w"});
+  EXPECT_EQ(bad.exitCode, 2) << describe(bad);
+  EXPECT_NE(bad.err.find("other"), std::string::npos) << bad.err;
+}
+
 TEST_F(IntegrationTensorctl, ExitCodes) {
   // 1: the daemon refused the request.
   auto unknown = ctl({"get", "no_such_tensor", file("out.npy")});

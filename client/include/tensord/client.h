@@ -52,6 +52,7 @@ struct DeviceInfo {
   std::string name, kind, driver, apiVersion;
   uint32_t vendorId = 0, deviceId = 0;
   uint64_t memoryBytes = 0;
+  std::vector<DType> dtypes;  // dtypes tensors on this device can have (empty from a protocol 1 daemon)
 };
 
 struct MemoryStats {
@@ -79,17 +80,29 @@ struct TensorInfo {
 
 struct AttrSpec {
   std::string name;
-  std::string type;  // "int", "float", "bool", "text", "ints", "floats"
+  std::string type;  // "int", "float", "bool", "text", "ints", "floats", "scalar" (an int or a float)
   bool required = false;
-  AttrValue defaultValue;
+  AttrValue defaultValue;  // meaningful when hasDefault
   std::string doc;
+  bool hasDefault = false;  // false for a required attr, and for an optional one without default
+};
+
+struct InputInfo {
+  std::string name;
+  std::string role = "data";  // "data" (one of the op's dtypes), "index" (i32/i64), "mask" (bool), "any"
+  bool optional = false;      // may be left off
+  bool variadic = false;      // takes one or more tensors (last input only)
 };
 
 struct OpInfo {
   std::string name, category, doc, backward;
-  std::vector<std::string> inputs, outputs;
+  std::vector<std::string> inputs, outputs;  // names
+  std::vector<InputInfo> inputSpecs;         // the inputs in full; names only (role data) from a protocol 1 daemon
   std::vector<AttrSpec> attrs;
   std::vector<DType> dtypes;
+  bool view = false;                  // output 0 shares input 0's memory
+  std::vector<std::string> mutates;   // inputs written in place
+  bool differentiable = false;
 };
 
 // Called during long transfers with (bytes done, bytes total).

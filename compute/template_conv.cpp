@@ -1,0 +1,509 @@
+// Convolution, pooling and resampling templates (see template_conv.h) and the
+// GLSL they generate from kernels/conv.comp, pool.comp and interpolate.comp.
+
+#include "compute/template_conv.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "compute/error.h"
+#include "compute/glsl.h"
+#include "compute/op_spec.h"
+
+namespace tensord::compute {
+namespace {
+
+constexpr int kOutChannelsPerInvocation = 4;  // OCB in conv.comp
+
+std::string listStr(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+std::string sizeStr(const std::vector<int64_t>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? "x" : "") + std::to_string(v[i]);
+  return s;
+}
+
+// An int-list attribute with one value per spatial dim: one int applies to
+// every dim (PyTorch's `stride=2`). Values must be >= `min`.
+std::vector<int64_t> spatialAttr(const OpSpec& op, const Attrs& attrs, const std::string& name, int spatial,
+                                 int64_t min) {
+  std::vector<int64_t> v = attrs.getInts(name);
+  if (v.size() == 1) v.assign(size_t(spatial), v[0]);
+  if (v.size() != size_t(spatial)) {
+    throwInvalid(op.name + ": attribute '" + name + "' is " + listStr(attrs.getInts(name)) + "; expected 1 or " +
+                 std::to_string(spatial) + " ints");
+  }
+  for (int64_t x : v) {
+    if (x < min) {
+      throwInvalid(op.name + ": attribute '" + name + "' is " + listStr(v) + "; expected every value >= " +
+                   std::to_string(min));
+    }
+  }
+  return v;
+}
+
+// `input` as [batch..., channels, spatial...]: checks the rank (spatial + 1
+// for an unbatched input, spatial + 2 batched) and returns (N, C, H, W) with
+// H = 1 for 1-D ops.
+struct Planes {
+  int64_t n = 1, c = 1, h = 1, w = 1;
+  bool batched = true;
+};
+
+Planes planesOf(const OpSpec& op, const TensorDesc& in, int spatial, const std::string& what) {
+  size_t r = in.rank();
+  if (r != size_t(spatial + 1) && r != size_t(spatial + 2)) {
+    throwInvalid(op.name + ": input 'input' has shape " + shapeStr(in.shape) + "; expected " + what + " (rank " +
+                 std::to_string(spatial + 1) + " or " + std::to_string(spatial + 2) + "), got rank " +
+                 std::to_string(r));
+  }
+  Planes p;
+  p.batched = r == size_t(spatial + 2);
+  size_t k = 0;
+  if (p.batched) p.n = in.shape[k++];
+  p.c = in.shape[k++];
+  if (spatial == 2) p.h = in.shape[k++];
+  p.w = in.shape[k];
+  return p;
+}
+
+Shape outShape(const Planes& p, int64_t c, int spatial, int64_t oh, int64_t ow) {
+  Shape s;
+  if (p.batched) s.push_back(p.n);
+  s.push_back(c);
+  if (spatial == 2) s.push_back(oh);
+  s.push_back(ow);
+  return s;
+}
+
+void checkSpatialNonEmpty(const OpSpec& op, const TensorDesc& in, const Planes& p) {
+  if (p.h <= 0 || p.w <= 0) {
+    throwInvalid(op.name + ": input 'input' has shape " + shapeStr(in.shape) +
+                 "; expected non-zero spatial dims");
+  }
+}
+
+std::vector<uint32_t> words(std::initializer_list<int64_t> v) {
+  std::vector<uint32_t> w;
+  for (int64_t x : v) w.push_back(uint32_t(int32_t(x)));
+  return w;
+}
+
+uint32_t floatBits(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  return b;
+}
+
+// ---------------------------------------------------------------- conv
+
+struct ConvGeometry {
+  Planes in;
+  int64_t o = 0, kh = 1, kw = 1, oh = 1, ow = 1;
+  int64_t sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1, groups = 1;
+  bool bias = false;
+  Shape out;
+};
+
+struct ConvPush {
+  uint64_t y, x, w, b, meta;
+  uint32_t items, hasBias;
+};
+
+class Conv final : public KernelTemplate {
+ public:
+  Conv(int spatial, bool transposed) : spatial_(spatial), transposed_(transposed) {}
+
+  ConvGeometry geometry(const OpSpec& op, std::span<const TensorDesc> in, const Attrs& attrs) const {
+    const std::string name = op.name;
+    const int s = spatial_;
+    ConvGeometry g;
+    g.in = planesOf(op, in[0], s, s == 2 ? "[N, C, H, W] or [C, H, W]" : "[N, C, L] or [C, L]");
+    const TensorDesc& w = in[1];
+    if (w.rank() != size_t(s + 2)) {
+      throwInvalid(name + ": input 'weight' has shape " + shapeStr(w.shape) + "; expected rank " +
+                   std::to_string(s + 2) + (transposed_ ? " [in_channels, out_channels/groups, kernel...]"
+                                                        : " [out_channels, in_channels/groups, kernel...]") +
+                   ", got rank " + std::to_string(w.rank()));
+    }
+    auto stride = spatialAttr(op, attrs, "stride", s, 1);
+    auto padding = spatialAttr(op, attrs, "padding", s, 0);
+    auto dilation = spatialAttr(op, attrs, "dilation", s, 1);
+    g.groups = attrs.getInt("groups");
+    if (g.groups < 1) throwInvalid(name + ": attribute 'groups' is " + std::to_string(g.groups) + "; expected >= 1");
+    const int64_t c = g.in.c;
+    if (c % g.groups != 0) {
+      throwInvalid(name + ": attribute 'groups' is " + std::to_string(g.groups) +
+                   "; expected a divisor of the input's channel count " + std::to_string(c) + " (input " +
+                   shapeStr(in[0].shape) + ")");
+    }
+    std::vector<int64_t> kernel(w.shape.end() - s, w.shape.end());
+    if (transposed_) {
+      if (w.shape[0] != c) {
+        throwInvalid(name + ": input 'weight' has shape " + shapeStr(w.shape) + "; expected dim 0 to be " +
+                     std::to_string(c) + " (the input's channels, input " + shapeStr(in[0].shape) + "), got " +
+                     std::to_string(w.shape[0]));
+      }
+      g.o = w.shape[1] * g.groups;
+    } else {
+      g.o = w.shape[0];
+      if (g.o % g.groups != 0) {
+        throwInvalid(name + ": attribute 'groups' is " + std::to_string(g.groups) +
+                     "; expected a divisor of the weight's out_channels " + std::to_string(g.o) + " (weight " +
+                     shapeStr(w.shape) + ")");
+      }
+      if (w.shape[1] * g.groups != c) {
+        throwInvalid(name + ": input 'weight' has shape " + shapeStr(w.shape) + "; expected dim 1 to be " +
+                     std::to_string(c / g.groups) + " (input channels " + std::to_string(c) + " / groups " +
+                     std::to_string(g.groups) + "), got " + std::to_string(w.shape[1]));
+      }
+    }
+    for (int64_t k : kernel) {
+      if (k <= 0) throwInvalid(name + ": input 'weight' has shape " + shapeStr(w.shape) + "; expected a non-empty kernel");
+    }
+    if (in.size() > 2) {
+      g.bias = true;
+      if (in[2].shape != Shape{g.o}) {
+        throwInvalid(name + ": input 'bias' has shape " + shapeStr(in[2].shape) + "; expected [" +
+                     std::to_string(g.o) + "] (out_channels)");
+      }
+    }
+    std::vector<int64_t> size = s == 2 ? std::vector<int64_t>{g.in.h, g.in.w} : std::vector<int64_t>{g.in.w};
+    std::vector<int64_t> out(static_cast<size_t>(s));
+    if (transposed_) {
+      auto outputPadding = spatialAttr(op, attrs, "output_padding", s, 0);
+      for (int d = 0; d < s; ++d) {
+        if (outputPadding[d] >= stride[d] && outputPadding[d] >= dilation[d]) {
+          throwInvalid(name + ": attribute 'output_padding' is " + listStr(outputPadding) +
+                       "; expected each value smaller than the stride " + listStr(stride) + " or the dilation " +
+                       listStr(dilation));
+        }
+        out[d] = (size[d] - 1) * stride[d] - 2 * padding[d] + dilation[d] * (kernel[d] - 1) + outputPadding[d] + 1;
+      }
+      for (int d = 0; d < s; ++d) {
+        if (out[d] <= 0 || size[d] <= 0) {
+          throwInvalid(name + ": the output size would be " + sizeStr(out) + " (input " + shapeStr(in[0].shape) +
+                       ", kernel " + sizeStr(kernel) + ", padding " + listStr(padding) +
+                       "); expected every output dim >= 1 and a non-empty input");
+        }
+      }
+    } else {
+      for (int d = 0; d < s; ++d) {
+        int64_t padded = size[d] + 2 * padding[d], span = dilation[d] * (kernel[d] - 1) + 1;
+        if (padded < span) {
+          std::vector<int64_t> p(size), k(kernel);
+          for (int e = 0; e < s; ++e) {
+            p[e] = size[e] + 2 * padding[e];
+            k[e] = dilation[e] * (kernel[e] - 1) + 1;
+          }
+          throwInvalid(name + ": the padded input is " + sizeStr(p) + " (input " + shapeStr(in[0].shape) +
+                       ", padding " + listStr(padding) + ") but the dilated kernel is " + sizeStr(k) +
+                       "; expected the kernel to fit in the padded input");
+        }
+        out[d] = (padded - span) / stride[d] + 1;
+      }
+    }
+    if (s == 2) {
+      g.kh = kernel[0], g.kw = kernel[1], g.oh = out[0], g.ow = out[1];
+      g.sh = stride[0], g.sw = stride[1], g.ph = padding[0], g.pw = padding[1];
+      g.dh = dilation[0], g.dw = dilation[1];
+    } else {
+      g.kw = kernel[0], g.ow = out[0], g.sw = stride[0], g.pw = padding[0], g.dw = dilation[0];
+    }
+    g.out = outShape(g.in, g.o, s, g.oh, g.ow);
+    return g;
+  }
+
+  std::vector<TensorDesc> infer(const OpSpec& op, std::span<const TensorDesc> in, const Attrs& attrs) const override {
+    return {TensorDesc{in[0].dtype, geometry(op, in, attrs).out}};
+  }
+
+  const KernelSource& source(const OpSpec& op, DType dtype) const {
+    std::string key = op.name + "|" + std::string(dtypeName(dtype));
+    return variants_.get(key, [&] {
+      GlslBuilder b(dtype);
+      b.output("y", dtype).input("x", dtype).input("w", dtype).input("b", dtype);
+      b.define("OCB", std::to_string(kOutChannelsPerInvocation));
+      if (transposed_) b.define("TRANSPOSED");
+      return b.build(kernelFile("conv.comp"));
+    });
+  }
+
+  void record(const OpSpec& op, Recorder& r, std::span<const TensorView> in, std::span<const TensorView> out,
+              const Attrs& attrs) const override {
+    std::vector<TensorDesc> descs;
+    for (const auto& v : in) descs.push_back(v.desc);
+    ConvGeometry g = geometry(op, descs, attrs);
+    const int64_t cg = g.in.c / g.groups, og = g.o / g.groups;
+    const int64_t bpg = (og + kOutChannelsPerInvocation - 1) / kOutChannelsPerInvocation;
+    const uint64_t items = uint64_t(g.in.n) * uint64_t(g.groups * bpg) * uint64_t(g.oh * g.ow);
+    if (items == 0) return;
+    auto meta = words({g.in.n, g.in.c, g.in.h, g.in.w, g.o, g.kh, g.kw, g.oh, g.ow, g.sh, g.sw, g.ph, g.pw, g.dh,
+                       g.dw, g.groups, cg, og, bpg});
+    ConvPush push{};
+    push.y = out[0].buffer->deviceAddress();
+    push.x = in[0].buffer->deviceAddress();
+    push.w = in[1].buffer->deviceAddress();
+    push.b = g.bias ? in[2].buffer->deviceAddress() : 0;
+    push.meta = r.params(meta);
+    push.items = uint32_t(items);
+    push.hasBias = g.bias ? 1 : 0;
+    r.dispatch(source(op, descs[0].dtype), push, r.groupsFor(items, 256));
+  }
+
+  std::vector<const KernelSource*> variants(const OpSpec& op, DType dtype) const override {
+    return {&source(op, dtype)};
+  }
+
+ private:
+  int spatial_;
+  bool transposed_;
+  KernelVariants variants_;
+};
+
+// ---------------------------------------------------------------- pooling
+
+struct PlanePush {
+  uint64_t y, x, meta;
+  uint32_t items, mode;
+};
+
+struct PoolGeometry {
+  Planes in;
+  int64_t oh = 1, ow = 1, kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
+  bool includePad = true;
+  int64_t divisor = 0;
+  Shape out;
+};
+
+// PyTorch's pooling_output_shape.
+int64_t pooledSize(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t dilation, bool ceil) {
+  int64_t num = in + 2 * pad - dilation * (k - 1) - 1 + (ceil ? stride - 1 : 0);
+  int64_t out = (num >= 0 ? num / stride : -((-num + stride - 1) / stride)) + 1;
+  if (ceil && (out - 1) * stride >= in + pad) --out;
+  return out;
+}
+
+class Pool final : public KernelTemplate {
+ public:
+  Pool(PoolKind kind, int spatial) : kind_(kind), spatial_(spatial) {}
+
+  PoolGeometry geometry(const OpSpec& op, const TensorDesc& in, const Attrs& attrs) const {
+    const int s = spatial_;
+    PoolGeometry g;
+    g.in = planesOf(op, in, s, s == 2 ? "[N, C, H, W] or [C, H, W]" : "[N, C, L] or [C, L]");
+    checkSpatialNonEmpty(op, in, g.in);
+    std::vector<int64_t> size = s == 2 ? std::vector<int64_t>{g.in.h, g.in.w} : std::vector<int64_t>{g.in.w};
+    std::vector<int64_t> out(static_cast<size_t>(s));
+    if (kind_ == PoolKind::kAdaptiveAvg) {
+      out = spatialAttr(op, attrs, "output_size", s, 1);
+    } else {
+      auto kernel = spatialAttr(op, attrs, "kernel_size", s, 1);
+      auto stride = attrs.getInts("stride").empty() ? kernel : spatialAttr(op, attrs, "stride", s, 1);
+      auto padding = spatialAttr(op, attrs, "padding", s, 0);
+      auto dilation = kind_ == PoolKind::kMax ? spatialAttr(op, attrs, "dilation", s, 1) : std::vector<int64_t>(size_t(s), 1);
+      bool ceil = attrs.getBool("ceil_mode");
+      for (int d = 0; d < s; ++d) {
+        if (padding[d] * 2 > kernel[d]) {
+          throwInvalid(op.name + ": attribute 'padding' is " + listStr(padding) +
+                       "; expected at most half the kernel size " + listStr(kernel));
+        }
+        out[d] = pooledSize(size[d], kernel[d], padding[d], stride[d], dilation[d], ceil);
+      }
+      for (int d = 0; d < s; ++d) {
+        if (out[d] <= 0) {
+          throwInvalid(op.name + ": the output size would be " + sizeStr(out) + " (input " + shapeStr(in.shape) +
+                       ", kernel_size " + listStr(kernel) + ", stride " + listStr(stride) + ", padding " +
+                       listStr(padding) + ", dilation " + listStr(dilation) + "); expected every output dim >= 1");
+        }
+      }
+      if (s == 2) {
+        g.kh = kernel[0], g.sh = stride[0], g.ph = padding[0], g.dh = dilation[0];
+      }
+      g.kw = kernel.back(), g.sw = stride.back(), g.pw = padding.back(), g.dw = dilation.back();
+      if (kind_ == PoolKind::kAvg) {
+        g.includePad = attrs.getBool("count_include_pad");
+        if (attrs.has("divisor_override")) {
+          g.divisor = attrs.getInt("divisor_override");
+          if (g.divisor == 0) throwInvalid(op.name + ": attribute 'divisor_override' is 0; expected a non-zero divisor");
+          if (g.divisor < 0) {
+            throwInvalid(op.name + ": attribute 'divisor_override' is " + std::to_string(g.divisor) +
+                         "; expected a positive divisor");
+          }
+        }
+      }
+    }
+    if (s == 2) g.oh = out[0];
+    g.ow = out.back();
+    g.out = outShape(g.in, g.in.c, s, g.oh, g.ow);
+    return g;
+  }
+
+  std::vector<TensorDesc> infer(const OpSpec& op, std::span<const TensorDesc> in, const Attrs& attrs) const override {
+    return {TensorDesc{in[0].dtype, geometry(op, in[0], attrs).out}};
+  }
+
+  const KernelSource& source(DType dtype) const {
+    return variants_.get("pool|" + std::string(dtypeName(dtype)), [&] {
+      GlslBuilder b(dtype);
+      b.output("y", dtype).input("x", dtype);
+      return b.build(kernelFile("pool.comp"));
+    });
+  }
+
+  void record(const OpSpec& op, Recorder& r, std::span<const TensorView> in, std::span<const TensorView> out,
+              const Attrs& attrs) const override {
+    PoolGeometry g = geometry(op, in[0].desc, attrs);
+    const uint64_t items = uint64_t(out[0].desc.numel());
+    if (items == 0) return;
+    auto meta = words({g.in.h, g.in.w, g.oh, g.ow, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw,
+                       g.includePad ? 1 : 0, g.divisor});
+    PlanePush push{};
+    push.y = out[0].buffer->deviceAddress();
+    push.x = in[0].buffer->deviceAddress();
+    push.meta = r.params(meta);
+    push.items = uint32_t(items);
+    push.mode = kind_ == PoolKind::kMax ? 0 : kind_ == PoolKind::kAvg ? 1 : 2;
+    r.dispatch(source(in[0].desc.dtype), push, r.groupsFor(items, 256));
+  }
+
+  std::vector<const KernelSource*> variants(const OpSpec&, DType dtype) const override { return {&source(dtype)}; }
+
+ private:
+  PoolKind kind_;
+  int spatial_;
+  KernelVariants variants_;
+};
+
+// ---------------------------------------------------------------- interpolate
+
+struct Resize {
+  int mode = 0;  // interpolate.comp's MODE
+  int64_t oh = 0, ow = 0;
+  float scaleH = 0, scaleW = 0;
+  bool alignCorners = false;
+  Shape out;
+};
+
+class Interpolate final : public KernelTemplate {
+ public:
+  Resize resize(const OpSpec& op, const TensorDesc& in, const Attrs& attrs) const {
+    if (in.rank() != 4) {
+      throwInvalid(op.name + ": input 'input' has shape " + shapeStr(in.shape) +
+                   "; expected [N, C, H, W] (rank 4), got rank " + std::to_string(in.rank()));
+    }
+    const int64_t h = in.shape[2], w = in.shape[3];
+    if (h <= 0 || w <= 0) {
+      throwInvalid(op.name + ": input 'input' has shape " + shapeStr(in.shape) + "; expected non-zero H and W");
+    }
+    Resize z;
+    const std::string& mode = attrs.getText("mode");
+    if (mode == "nearest") z.mode = 0;
+    else if (mode == "nearest-exact") z.mode = 1;
+    else if (mode == "bilinear") z.mode = 2;
+    else {
+      throwInvalid(op.name + ": attribute 'mode' is '" + mode + "'; expected 'nearest', 'nearest-exact' or 'bilinear'");
+    }
+    if (attrs.has("align_corners")) {
+      if (z.mode != 2) {
+        throwInvalid(op.name + ": attribute 'align_corners' is given with mode '" + mode +
+                     "'; expected it only with mode 'bilinear'");
+      }
+      z.alignCorners = attrs.getBool("align_corners");
+    }
+    bool hasSize = attrs.has("size"), hasScale = attrs.has("scale_factor");
+    if (hasSize == hasScale) {
+      throwInvalid(op.name + ": " + std::string(hasSize ? "both 'size' and 'scale_factor' are given" : "neither 'size' nor 'scale_factor' is given") +
+                   "; expected exactly one of them");
+    }
+    std::vector<double> factors;
+    if (hasSize) {
+      auto size = attrs.getInts("size");
+      if (size.size() == 1) size.assign(2, size[0]);
+      if (size.size() != 2) {
+        throwInvalid(op.name + ": attribute 'size' is " + listStr(attrs.getInts("size")) + "; expected 1 or 2 ints");
+      }
+      z.oh = size[0], z.ow = size[1];
+    } else {
+      factors = attrs.getFloats("scale_factor");
+      if (factors.size() == 1) factors.assign(2, factors[0]);
+      if (factors.size() != 2) {
+        throwInvalid(op.name + ": attribute 'scale_factor' has " + std::to_string(attrs.getFloats("scale_factor").size()) +
+                     " values; expected 1 or 2 floats");
+      }
+      for (double f : factors) {
+        if (!(f > 0) || !std::isfinite(f)) {
+          throwInvalid(op.name + ": attribute 'scale_factor' holds " + std::to_string(f) + "; expected positive factors");
+        }
+      }
+      z.oh = int64_t(std::floor(double(h) * factors[0]));
+      z.ow = int64_t(std::floor(double(w) * factors[1]));
+    }
+    if (z.oh <= 0 || z.ow <= 0) {
+      throwInvalid(op.name + ": the output size would be " + std::to_string(z.oh) + "x" + std::to_string(z.ow) +
+                   " (input " + shapeStr(in.shape) + "); expected every output dim >= 1");
+    }
+    // PyTorch's area_pixel_compute_scale / compute_scales_value.
+    auto scale = [&](int64_t inSize, int64_t outSize, size_t d) -> float {
+      if (z.mode == 2 && z.alignCorners) return outSize > 1 ? float(inSize - 1) / float(outSize - 1) : 0.0f;
+      if (!factors.empty()) return float(1.0 / factors[d]);
+      return float(inSize) / float(outSize);
+    };
+    z.scaleH = scale(h, z.oh, 0);
+    z.scaleW = scale(w, z.ow, 1);
+    z.out = {in.shape[0], in.shape[1], z.oh, z.ow};
+    return z;
+  }
+
+  std::vector<TensorDesc> infer(const OpSpec& op, std::span<const TensorDesc> in, const Attrs& attrs) const override {
+    return {TensorDesc{in[0].dtype, resize(op, in[0], attrs).out}};
+  }
+
+  const KernelSource& source(DType dtype) const {
+    return variants_.get("interpolate|" + std::string(dtypeName(dtype)), [&] {
+      GlslBuilder b(dtype);
+      b.output("y", dtype).input("x", dtype);
+      return b.build(kernelFile("interpolate.comp"));
+    });
+  }
+
+  void record(const OpSpec& op, Recorder& r, std::span<const TensorView> in, std::span<const TensorView> out,
+              const Attrs& attrs) const override {
+    Resize z = resize(op, in[0].desc, attrs);
+    const uint64_t items = uint64_t(out[0].desc.numel());
+    if (items == 0) return;
+    std::vector<uint32_t> meta = words({in[0].desc.shape[2], in[0].desc.shape[3], z.oh, z.ow});
+    meta.push_back(floatBits(z.scaleH));
+    meta.push_back(floatBits(z.scaleW));
+    meta.push_back(z.alignCorners ? 1 : 0);
+    PlanePush push{};
+    push.y = out[0].buffer->deviceAddress();
+    push.x = in[0].buffer->deviceAddress();
+    push.meta = r.params(meta);
+    push.items = uint32_t(items);
+    push.mode = uint32_t(z.mode);
+    r.dispatch(source(in[0].desc.dtype), push, r.groupsFor(items, 256));
+  }
+
+  std::vector<const KernelSource*> variants(const OpSpec&, DType dtype) const override { return {&source(dtype)}; }
+
+ private:
+  KernelVariants variants_;
+};
+
+}  // namespace
+
+std::shared_ptr<const KernelTemplate> conv(int spatial, bool transposed) {
+  return std::make_shared<Conv>(spatial, transposed);
+}
+
+std::shared_ptr<const KernelTemplate> pool(PoolKind kind, int spatial) { return std::make_shared<Pool>(kind, spatial); }
+
+std::shared_ptr<const KernelTemplate> interpolate() { return std::make_shared<Interpolate>(); }
+
+}  // namespace tensord::compute

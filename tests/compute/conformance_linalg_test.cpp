@@ -1,0 +1,215 @@
+// Conformance of the linear-algebra family: matmul, mm, bmm, addmm, baddbmm,
+// linear, outer and dot in every dtype they declare, against a double CPU
+// reference over the same (rounded) inputs. Sums of k products use the
+// dtype's tolerance with atol scaled by k (see conformance.h); integer
+// inputs are small so the products are exact.
+
+#include <cmath>
+
+#include "compute/template_util.h"
+#include "tests/compute/conformance.h"
+
+namespace tensord::compute::testing {
+namespace {
+
+TENSORD_COVERS(linalg, "matmul", "mm", "bmm", "addmm", "baddbmm", "linear", "outer", "dot");
+
+using Attr = std::pair<std::string, AttrValue>;
+const std::vector<DType> kProductDTypes = {DType::F32, DType::F16, DType::BF16, DType::I32, DType::I64};
+const std::vector<DType> kFloats = {DType::F32, DType::F16, DType::BF16};
+
+HostTensor inputFor(DType dtype, const Shape& shape) {
+  return isFloating(dtype) ? randomTensor(dtype, shape, -1, 1) : randomTensor(dtype, shape, -5, 5);
+}
+
+int64_t numelOf(const Shape& s) {
+  int64_t n = 1;
+  for (auto d : s) n *= d;
+  return n;
+}
+
+// PyTorch's matmul in double (1-D promotion, broadcast batch dims), not yet rounded.
+HostTensor refMatmul(const HostTensor& a, const HostTensor& b) {
+  Shape pa = a.shape, pb = b.shape;
+  if (pa.size() == 1) pa.insert(pa.begin(), 1);
+  if (pb.size() == 1) pb.push_back(1);
+  int64_t m = pa[pa.size() - 2], k = pa.back(), n = pb.back();
+  Shape ba(pa.begin(), pa.end() - 2), bb(pb.begin(), pb.end() - 2);
+  Shape batch = *broadcastShapes(ba, bb);
+  HostTensor out{a.dtype, batch, {}};
+  if (a.shape.size() > 1) out.shape.push_back(m);
+  if (b.shape.size() > 1) out.shape.push_back(n);
+  out.values.assign(size_t(numelOf(batch) * m * n), 0.0);
+  for (int64_t bi = 0; bi < numelOf(batch); ++bi) {
+    int64_t oa = broadcastIndex(ba, batch, bi) * m * k, ob = broadcastIndex(bb, batch, bi) * k * n;
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        double s = 0;
+        for (int64_t p = 0; p < k; ++p) s += a.values[size_t(oa + i * k + p)] * b.values[size_t(ob + p * n + j)];
+        out.values[size_t((bi * m + i) * n + j)] = s;
+      }
+    }
+  }
+  return out;
+}
+
+HostTensor rounded(HostTensor t) {
+  for (auto& v : t.values) v = roundTo(t.dtype, v);
+  return t;
+}
+
+// beta * c (broadcast) + alpha * x, rounded.
+HostTensor scaleAdd(const HostTensor& x, const HostTensor* c, double alpha, double beta) {
+  HostTensor out = x;
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    double v = alpha * x.values[size_t(i)];
+    if (c && beta != 0) v += beta * c->values[size_t(broadcastIndex(c->shape, out.shape, i))];
+    out.values[size_t(i)] = v;
+  }
+  return rounded(out);
+}
+
+HostTensor transpose2(const HostTensor& w) {
+  HostTensor t{w.dtype, {w.shape[1], w.shape[0]}, std::vector<double>(w.values.size())};
+  for (int64_t i = 0; i < w.shape[0]; ++i) {
+    for (int64_t j = 0; j < w.shape[1]; ++j) t.values[size_t(j * w.shape[0] + i)] = w.values[size_t(i * w.shape[1] + j)];
+  }
+  return t;
+}
+
+int64_t innerOf(const Shape& a) { return a.empty() ? 1 : a.back(); }
+
+class LinalgConformance : public ConformanceTest {};
+
+struct MatmulCase {
+  Shape a, b;
+};
+
+TEST_F(LinalgConformance, MatmulEveryShapeEveryDType) {
+  const std::vector<MatmulCase> cases = {
+      {{64, 64}, {64, 64}},     {{1, 1}, {1, 1}},       {{65, 17}, {17, 130}},  // ragged tiles
+      {{200, 96}, {96, 150}},   {{7}, {7, 3}},          {{4, 7}, {7}},          {{9}, {9}},
+      {{2, 3, 5, 4}, {4, 6}},   {{3, 1, 5, 4}, {2, 4, 6}},                       // broadcast batches
+      {{0, 4}, {4, 3}},         {{3, 0}, {0, 2}},       {{2, 0, 3}, {3, 4}},
+      {{70'000, 2, 2}, {70'000, 2, 2}},                                          // > 65535 batches
+  };
+  for (const auto& c : cases) {
+    for (DType dt : kProductDTypes) {
+      if (c.a.size() == 3 && c.a[0] == 70'000 && dt != DType::F32 && dt != DType::BF16) continue;
+      auto a = inputFor(dt, c.a), b = inputFor(dt, c.b);
+      auto got = call("matmul", {a, b});
+      auto want = rounded(refMatmul(a, b));
+      expectClose(got[0], want,
+                  "matmul " + std::string(dtypeName(dt)) + " " + shapeStr(c.a) + " @ " + shapeStr(c.b),
+                  double(std::max<int64_t>(innerOf(c.a), 1)));
+    }
+  }
+}
+
+TEST_F(LinalgConformance, MatmulLargeF32) {
+  auto a = inputFor(DType::F32, {512, 256}), b = inputFor(DType::F32, {256, 384});
+  expectClose(call("matmul", {a, b})[0], rounded(refMatmul(a, b)), "matmul 512x256 @ 256x384", 256);
+}
+
+TEST_F(LinalgConformance, MmAndBmm) {
+  for (DType dt : kProductDTypes) {
+    auto a = inputFor(dt, {33, 20}), b = inputFor(dt, {20, 70});
+    expectClose(call("mm", {a, b})[0], rounded(refMatmul(a, b)), "mm " + std::string(dtypeName(dt)), 20);
+    auto x = inputFor(dt, {3, 17, 9}), y = inputFor(dt, {3, 9, 5});
+    expectClose(call("bmm", {x, y})[0], rounded(refMatmul(x, y)), "bmm " + std::string(dtypeName(dt)), 9);
+  }
+  auto e = inputFor(DType::F32, {0, 4, 5}), f = inputFor(DType::F32, {0, 5, 2});
+  EXPECT_EQ(call("bmm", {e, f})[0].shape, (Shape{0, 4, 2}));
+}
+
+TEST_F(LinalgConformance, AddmmAndBaddbmm) {
+  for (DType dt : kFloats) {
+    std::string name(dtypeName(dt));
+    auto m1 = inputFor(dt, {19, 11}), m2 = inputFor(dt, {11, 67});
+    for (Shape cs : {Shape{19, 67}, Shape{67}, Shape{19, 1}, Shape{}}) {
+      auto c = inputFor(dt, cs);
+      auto got = call("addmm", {c, m1, m2}, {{"beta", 0.5}, {"alpha", -2.0}});
+      expectClose(got[0], scaleAdd(refMatmul(m1, m2), &c, -2.0, 0.5), "addmm " + name + " input " + shapeStr(cs), 11);
+    }
+    // Defaults alpha = beta = 1; beta = 0 ignores NaN in input.
+    auto c = inputFor(dt, {19, 67});
+    expectClose(call("addmm", {c, m1, m2})[0], scaleAdd(refMatmul(m1, m2), &c, 1, 1), "addmm defaults " + name, 11);
+    HostTensor nan = makeTensor(dt, {1}, {std::nan("")});
+    expectClose(call("addmm", {nan, m1, m2}, {{"beta", 0.0}})[0], scaleAdd(refMatmul(m1, m2), nullptr, 1, 0),
+                "addmm beta=0 " + name, 11);
+    auto b1 = inputFor(dt, {4, 6, 13}), b2 = inputFor(dt, {4, 13, 5});
+    for (Shape cs : {Shape{4, 6, 5}, Shape{1, 6, 5}, Shape{4, 1, 5}, Shape{5}}) {
+      auto bc = inputFor(dt, cs);
+      auto got = call("baddbmm", {bc, b1, b2}, {{"beta", 2}, {"alpha", 0.25}});
+      expectClose(got[0], scaleAdd(refMatmul(b1, b2), &bc, 0.25, 2), "baddbmm " + name + " input " + shapeStr(cs), 13);
+    }
+  }
+  // k = 0: beta * input only.
+  auto c = inputFor(DType::F32, {3, 2});
+  auto z1 = inputFor(DType::F32, {3, 0}), z2 = inputFor(DType::F32, {0, 2});
+  expectClose(call("addmm", {c, z1, z2}, {{"beta", 3.0}})[0], scaleAdd(refMatmul(z1, z2), &c, 1, 3), "addmm k=0");
+}
+
+TEST_F(LinalgConformance, Linear) {
+  for (DType dt : kFloats) {
+    std::string name(dtypeName(dt));
+    auto w = inputFor(dt, {37, 21}), bias = inputFor(dt, {37});
+    for (Shape xs : {Shape{21}, Shape{5, 21}, Shape{2, 3, 21}, Shape{0, 21}, Shape{130, 21}}) {
+      auto x = inputFor(dt, xs);
+      auto prod = refMatmul(x, transpose2(w));
+      expectClose(call("linear", {x, w})[0], rounded(prod), "linear " + name + " " + shapeStr(xs), 21);
+      expectClose(call("linear", {x, w, bias})[0], scaleAdd(prod, &bias, 1, 1),
+                  "linear+bias " + name + " " + shapeStr(xs), 21);
+    }
+  }
+}
+
+TEST_F(LinalgConformance, OuterAndDot) {
+  for (DType dt : kProductDTypes) {
+    std::string name(dtypeName(dt));
+    auto a = inputFor(dt, {70}), b = inputFor(dt, {129});
+    HostTensor ac{dt, {70, 1}, a.values}, bc{dt, {1, 129}, b.values};
+    expectClose(call("outer", {a, b})[0], rounded(refMatmul(ac, bc)), "outer " + name);
+    for (int64_t n : {0, 1, 1000, 300'001}) {
+      if (n > 1000 && !(dt == DType::F32 || dt == DType::I64 || dt == DType::F16)) continue;
+      auto x = inputFor(dt, {n}), y = inputFor(dt, {n});
+      auto got = call("dot", {x, y});
+      EXPECT_EQ(got[0].shape, Shape{});
+      expectClose(got[0], rounded(refMatmul(x, y)), "dot " + name + " n=" + std::to_string(n),
+                  double(std::max<int64_t>(n, 1)));
+    }
+  }
+}
+
+TEST_F(LinalgConformance, Errors) {
+  auto m23 = inputFor(DType::F32, {2, 3}), m45 = inputFor(DType::F32, {4, 5}), v3 = inputFor(DType::F32, {3});
+  auto b234 = inputFor(DType::F32, {2, 3, 4}), b345 = inputFor(DType::F32, {3, 4, 5});
+  HostTensor s = makeTensor(DType::F32, {}, {1});
+  EXPECT_EQ(errorOf("matmul", {m23, m45}),
+            "matmul: input 'other' has shape [4, 5]; expected dim 0 to be 3 (the last dim of 'input' [2, 3])");
+  EXPECT_EQ(errorOf("matmul", {s, m23}), "matmul: input 'input' is 0-d; matmul needs at least 1 dim on both inputs");
+  EXPECT_EQ(errorOf("matmul", {inputFor(DType::F32, {2, 3, 4}), inputFor(DType::F32, {3, 4, 5})}),
+            "matmul: batch dims of 'input' [2] and 'other' [3] cannot be broadcast together");
+  EXPECT_EQ(errorOf("mm", {v3, m23}), "mm: input 'input' is f32[3]; expected a 2-D tensor");
+  EXPECT_EQ(errorOf("bmm", {b234, b345}),
+            "bmm: input 'mat2' has shape [3, 4, 5]; expected dim 0 to be 2 (the batch size of 'input' [2, 3, 4])");
+  EXPECT_EQ(errorOf("bmm", {m23, b345}), "bmm: input 'input' is f32[2, 3]; expected a 3-D tensor");
+  EXPECT_EQ(errorOf("addmm", {inputFor(DType::F32, {3, 3}), m23, inputFor(DType::F32, {3, 4})}),
+            "addmm: input 'input' has shape [3, 3]; expected a shape that broadcasts to [2, 4] (the product's shape)");
+  EXPECT_EQ(errorOf("linear", {inputFor(DType::F32, {5, 4}), m23}),
+            "linear: input 'weight' has shape [2, 3]; expected dim 1 to be 4 (the last dim of 'input' [5, 4])");
+  EXPECT_EQ(errorOf("linear", {inputFor(DType::F32, {5, 3}), m23, v3}),
+            "linear: input 'bias' has shape [3]; expected [2] (out_features, weight's dim 0)");
+  EXPECT_EQ(errorOf("outer", {m23, v3}), "outer: input 'input' is f32[2, 3]; expected a 1-D tensor");
+  EXPECT_EQ(errorOf("dot", {v3, inputFor(DType::F32, {4})}),
+            "dot: input 'other' has 4 elements; expected 3 like 'input'");
+  EXPECT_EQ(errorOf("dot", {v3, inputFor(DType::F16, {3})}),
+            "dot: input 'other' has dtype f16; expected f32 like the op's other inputs");
+  EXPECT_EQ(errorOf("addmm", {inputFor(DType::I32, {2, 2}), inputFor(DType::I32, {2, 2}), inputFor(DType::I32, {2, 2})}),
+            "addmm: input 'input' has dtype i32; expected one of f32, f16, bf16");
+  EXPECT_EQ(errorOf("matmul", {inputFor(DType::F32, {2, 1, 2, 1, 2, 1, 2, 3}), inputFor(DType::F32, {1, 2, 1, 2, 1, 2, 3, 2})}),
+            "matmul: the batch dims [2, 2, 2, 2, 2, 2] leave 6 independent dims after broadcasting; at most 4 are supported");
+}
+
+}  // namespace
+}  // namespace tensord::compute::testing
