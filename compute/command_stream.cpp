@@ -41,6 +41,11 @@ uint64_t BatchRecorder::errorSlot(DeviceErrorDescriber describe) {
   return slot.address;
 }
 
+std::pair<const uint32_t*, uint64_t> BatchRecorder::hostWords(uint32_t count) {
+  auto slot = arena_.allocate(count * sizeof(uint32_t));
+  return {reinterpret_cast<const uint32_t*>(slot.host), slot.address};
+}
+
 std::exception_ptr BatchRecorder::deviceError(size_t job) const {
   for (const auto& slot : errorSlots_) {
     if (slot.job != job || slot.words[0] == 0) continue;

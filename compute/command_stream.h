@@ -41,6 +41,10 @@ class BatchRecorder final : public Recorder {
 
   void copy(vk::Buffer src, uint64_t srcOffset, vk::Buffer dst, uint64_t dstOffset, uint64_t bytes);
 
+  // `count` zeroed words the device may write and the host read once the
+  // batch finished (until the next batch starts): {host pointer, address}.
+  std::pair<const uint32_t*, uint64_t> hostWords(uint32_t count);
+
   // Which job of the batch is being recorded; error slots belong to it.
   void beginJob(size_t index) { job_ = index; }
   // After the batch finished: the error a job's kernels reported, or nullptr.

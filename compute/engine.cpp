@@ -72,6 +72,34 @@ void Engine::checkDTypes(const OpSpec& spec, std::span<const TensorView> inputs,
   for (const auto& v : outputs) check(v.desc.dtype);
 }
 
+void Engine::enqueueShapeQuery(const OpSpec& spec, std::vector<TensorView> inputs, Attrs attrs,
+                               std::shared_ptr<std::vector<TensorDesc>> outputs, Completion done) {
+  checkDTypes(spec, inputs, {});
+  // The words live in the batch's parameter memory, which stays valid until
+  // the completions of the batch have run.
+  auto words = std::make_shared<const uint32_t*>(nullptr);
+  std::vector<TensorDesc> descs;
+  for (const auto& v : inputs) descs.push_back(v.desc);
+  impl_->stream.enqueue(
+      {.record =
+           [&spec, inputs = std::move(inputs), attrs, words](BatchRecorder& r) {
+             auto slot = r.hostWords(8);
+             *words = slot.first;
+             spec.kernel->recordShapeQuery(spec, r, inputs, attrs, slot.second);
+           },
+       .done = [&spec, descs = std::move(descs), attrs, words, outputs,
+                done = std::move(done)](std::exception_ptr error) {
+         if (!error) {
+           try {
+             *outputs = spec.kernel->outputsFromDevice(spec, descs, attrs, *words);
+           } catch (...) {
+             error = std::current_exception();
+           }
+         }
+         done(error);
+       }});
+}
+
 bool Engine::dtypeSupported(DType d) const {
   const DeviceFeatures& f = device().features;
   switch (d) {

@@ -103,6 +103,13 @@ class Engine {
   void enqueueOp(const OpSpec& spec, std::vector<TensorView> inputs, std::vector<TensorView> outputs, Attrs attrs,
                  Completion done);
 
+  // For ops whose output shapes depend on input values
+  // (spec.kernel->shapeFromDevice()): runs the op's shape query after
+  // everything enqueued before, fills *outputs, then calls `done`. The caller
+  // then allocates the outputs and calls enqueueOp as for any op.
+  void enqueueShapeQuery(const OpSpec& spec, std::vector<TensorView> inputs, Attrs attrs,
+                         std::shared_ptr<std::vector<TensorDesc>> outputs, Completion done);
+
   // Whether tensors of `dtype` can live on this device (see DeviceFeatures).
   bool dtypeSupported(DType dtype) const;
 

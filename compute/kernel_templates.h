@@ -31,6 +31,18 @@ class KernelTemplate {
   // Every kernel this template generates for `spec` when its data inputs
   // have `dtype`, so the build can compile each one once (kernel_check.cpp).
   virtual std::vector<const KernelSource*> variants(const OpSpec& spec, DType dtype) const = 0;
+
+  // Ops whose output shapes depend on input values (masked_select, nonzero)
+  // say so here. The engine then first records recordShapeQuery, which
+  // writes up to 8 uint32 words at `words` on the device, and once that ran
+  // asks outputsFromDevice for the outputs; infer() is not used for them.
+  virtual bool shapeFromDevice() const { return false; }
+  virtual void recordShapeQuery(const OpSpec& spec, Recorder& recorder, std::span<const TensorView> inputs,
+                                const Attrs& attrs, uint64_t words) const {}
+  virtual std::vector<TensorDesc> outputsFromDevice(const OpSpec& spec, std::span<const TensorDesc> inputs,
+                                                    const Attrs& attrs, const uint32_t* words) const {
+    return {};
+  }
 };
 
 // The shader copy used for device-to-device copies.

@@ -21,6 +21,8 @@ size_t OpSpec::requiredInputs() const {
   return n;
 }
 
+bool OpSpec::shapeFromDevice() const { return kernel->shapeFromDevice(); }
+
 const std::string& OpSpec::inputName(size_t i) const { return inputs[std::min(i, inputs.size() - 1)].name; }
 
 namespace {

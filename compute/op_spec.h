@@ -55,6 +55,7 @@ struct OpSpec {
 
   const AttrSpec* findAttr(std::string_view attrName) const;
   size_t requiredInputs() const;     // inputs that must be given
+  bool shapeFromDevice() const;      // output shapes depend on input values (see KernelTemplate)
   bool variadic() const { return !inputs.empty() && inputs.back().variadic; }
   // Name of the i-th input as given (variadic inputs repeat the last name).
   const std::string& inputName(size_t i) const;

@@ -38,8 +38,7 @@ AttrSpec floatAttr(std::string name, double value, std::string doc) {
 
 // `differentiable` is recorded now; the backward ops themselves come with autograd.
 OpSpec op(std::string name, std::vector<InputSpec> inputs, std::vector<AttrSpec> attrs, std::vector<DType> dtypes,
-          ElementwiseSpec e, std::string differentiableMark, std::string doc) {
-  bool differentiable = !differentiableMark.empty();
+          ElementwiseSpec e, bool differentiable, std::string doc) {
   return {.name = std::move(name),
           .category = "elementwise",
           .inputs = std::move(inputs),
@@ -53,6 +52,16 @@ OpSpec op(std::string name, std::vector<InputSpec> inputs, std::vector<AttrSpec>
           .differentiable = differentiable};
 }
 
+// Ops with a float result have a gradient; comparisons, predicates and
+// integer-only (bitwise) ops do not.
+bool differentiable(R result, const std::vector<DType>& dtypes) {
+  if (result == R::kBool || result == R::kLogical) return false;
+  for (DType d : dtypes) {
+    if (isFloating(d)) return true;
+  }
+  return false;
+}
+
 // y = f(x)
 OpSpec unary(std::string name, ExprFn expr, R result, std::vector<DType> dtypes, std::string doc,
              std::vector<AttrSpec> params = {}) {
@@ -60,10 +69,9 @@ OpSpec unary(std::string name, ExprFn expr, R result, std::vector<DType> dtypes,
   for (const auto& p : params) {
     if (p.type == AttrType::kFloat || p.type == AttrType::kInt || p.type == AttrType::kScalar) names.push_back(p.name);
   }
-  bool diff = result != R::kBool && result != R::kLogical && dtypes[0] != DType::I32;
-  std::string backward = diff ? name + "_backward" : "";
+  bool diff = differentiable(result, dtypes);
   return op(name, {{"input"}}, std::move(params), std::move(dtypes),
-            {.arity = 1, .params = std::move(names), .result = result, .expr = std::move(expr)}, backward,
+            {.arity = 1, .params = std::move(names), .result = result, .expr = std::move(expr)}, diff,
             std::move(doc));
 }
 
@@ -72,12 +80,11 @@ OpSpec binary(std::string name, ExprFn expr, R result, std::vector<DType> dtypes
               std::vector<AttrSpec> params = {}, std::string other = "other") {
   std::vector<std::string> names;
   for (const auto& p : params) names.push_back(p.name);
-  std::vector<AttrSpec> attrs = {scalarAttr(other, "the second operand as a number, when not given as a tensor")};
-  for (auto& p : params) attrs.push_back(std::move(p));
-  bool diff = result != R::kBool && result != R::kLogical && dtypes[0] != DType::I32;
-  std::string backward = diff ? name + "_backward" : "";
+  std::vector<AttrSpec> attrs = std::move(params);
+  attrs.push_back(scalarAttr(other, "the second operand as a number, when not given as a tensor"));
+  bool diff = differentiable(result, dtypes);
   return op(name, {{"input"}, {other, InputRole::kData, true}}, std::move(attrs), std::move(dtypes),
-            {.arity = 2, .params = std::move(names), .result = result, .expr = std::move(expr)}, backward,
+            {.arity = 2, .params = std::move(names), .result = result, .expr = std::move(expr)}, diff,
             std::move(doc));
 }
 
@@ -174,7 +181,7 @@ void addElementwiseOps(std::vector<OpSpec>& ops) {
                         return "log(clamp(a, b, 1.0 - b) / (1.0 - clamp(a, b, 1.0 - b)))";
                       }};
     ops.push_back(op("logit", {{"input"}, {"eps", InputRole::kData, true}},
-                     {scalarAttr("eps", "clamp x to [eps, 1 - eps] first; none by default")}, N, e, "logit_backward",
+                     {scalarAttr("eps", "clamp x to [eps, 1 - eps] first; none by default")}, N, e, true,
                      "log(x / (1 - x))"));
   }
   ops.push_back(op("nan_to_num", {{"input"}},
@@ -192,13 +199,13 @@ void addElementwiseOps(std::vector<OpSpec>& ops) {
                       std::string neg = attrs.has("neginf") ? "float(" + std::to_string(attrs.getNumber("neginf")) + ")" : std::string("float(") + buf + ")";
                       return "isnan(a) ? s0 : isinf(a) ? (a > 0.0 ? " + pos + " : " + neg + ") : a";
                     }},
-                   "nan_to_num_backward", "replaces NaN, +inf and -inf by finite numbers"));
+                   true, "replaces NaN, +inf and -inf by finite numbers"));
   // clamp(input, min?, max?): bounds as tensors or scalar attributes; absent bounds are open.
   ops.push_back(op("clamp", {{"input"}, {"min", InputRole::kData, true}, {"max", InputRole::kData, true}},
                    {scalarAttr("min", "lower bound"), scalarAttr("max", "upper bound")}, N,
                    {.arity = 3, .absent = {NAN, -INFINITY, INFINITY}, .result = R::kSame,
                     .expr = byKind("isnan(a) ? a : min(max(a, b), c)", "min(max(a, b), c)")},
-                   "clamp_backward", "min(max(x, min), max); a missing bound is open"));
+                   true, "min(max(x, min), max); a missing bound is open"));
   // ------------------------------------------------------------ predicates
   ops.push_back(unary("isnan", byKind("isnan(a)", "false"), R::kBool, kAllDTypes, "x is NaN"));
   ops.push_back(unary("isinf", byKind("isinf(a)", "false"), R::kBool, kAllDTypes, "x is +-inf"));
@@ -248,7 +255,7 @@ void addElementwiseOps(std::vector<OpSpec>& ops) {
                      {scalarAttr("other", "the divisor as a number"),
                       {"rounding_mode", AttrType::kText, std::string("none"),
                        "'none' (true division; ints give f32), 'trunc' or 'floor'"}},
-                     N, e, "div_backward", "input / other, broadcasting"));
+                     N, e, true, "input / other, broadcasting"));
   }
   ops.push_back(binary("pow",
                        [](const Attrs&, DType d) {
@@ -312,19 +319,19 @@ void addElementwiseOps(std::vector<OpSpec>& ops) {
                           std::string zero = d == DType::Bool ? "false" : isFloating(d) ? "0.0" : d == DType::I64 ? "0l" : d == DType::U8 ? "0u" : "0";
                           return "(a != " + zero + ") ? b : c";
                         }},
-                   "where_backward", "input where condition, else other; all three broadcast"));
+                   true, "input where condition, else other; all three broadcast"));
   ops.push_back(op("lerp", {{"input"}, {"end"}, {"weight", InputRole::kData, true}},
                    {scalarAttr("weight", "the weight as a number")}, F,
-                   {.arity = 3, .result = R::kSame, .expr = same("a + c * (b - a)")}, "lerp_backward",
+                   {.arity = 3, .result = R::kSame, .expr = same("a + c * (b - a)")}, true,
                    "input + weight * (end - input)"));
   ops.push_back(op("addcmul", {{"input"}, {"tensor1"}, {"tensor2"}},
                    {{"value", AttrType::kScalar, int64_t(1), "multiplier of tensor1 * tensor2"}}, N,
                    {.arity = 3, .params = {"value"}, .result = R::kSame, .expr = same("a + s0 * b * c")},
-                   "addcmul_backward", "input + value * tensor1 * tensor2"));
+                   true, "input + value * tensor1 * tensor2"));
   ops.push_back(op("addcdiv", {{"input"}, {"tensor1"}, {"tensor2"}},
                    {{"value", AttrType::kScalar, int64_t(1), "multiplier of tensor1 / tensor2"}}, F,
                    {.arity = 3, .params = {"value"}, .result = R::kSame, .expr = same("a + s0 * b / c")},
-                   "addcdiv_backward", "input + value * tensor1 / tensor2"));
+                   true, "input + value * tensor1 / tensor2"));
 }
 
 }  // namespace tensord::compute

@@ -1,9 +1,10 @@
 // The index ops: gather, index_select, take, scatter, scatter_add,
-// index_put, masked_fill (where is an elementwise op). masked_select is not
-// here: its output shape depends on the mask's values, which the daemon
-// cannot know before the device has run.
+// index_put, masked_fill, masked_select (where is an elementwise op).
+// masked_select's output length depends on the mask's values: its template
+// asks the device first (KernelTemplate::shapeFromDevice).
 
 #include "compute/op_families.h"
+#include "compute/template_select.h"
 #include "compute/template_index.h"
 
 namespace tensord::compute {
@@ -72,6 +73,18 @@ void addIndexOps(std::vector<OpSpec>& ops) {
                         "A copy of input with value where mask (bool, broadcast to input's shape) is true. value is "
                         "the scalar attribute or a 0-d tensor; unlike PyTorch, a tensor value must have the input's "
                         "dtype. The result keeps input's dtype."));
+  ops.push_back({.name = "masked_select",
+                 .category = "index",
+                 .inputs = {{"input"}, {"mask", InputRole::kMask}},
+                 .outputs = {"out"},
+                 .attrs = {},
+                 .dtypes = kAllDTypes,
+                 .kernel = maskedSelect(),
+                 .backward = "",
+                 .doc = "The elements of input where mask is true, as a 1-D tensor in row-major order over the "
+                        "broadcast shape of input and mask. Its length depends on the mask's values, so the daemon "
+                        "counts on the device before it allocates the output: the call returns once that count ran "
+                        "(later calls still pipeline on its output)."});
 }
 
 }  // namespace tensord::compute

@@ -256,7 +256,7 @@ class Creation final : public KernelTemplate {
       case CreationKind::kLinspace: {
         double start = attrs.getNumber("start"), end = attrs.getNumber("end");
         int64_t steps = attrs.getInt("steps");
-        meta[1] = uint32_t(steps / 2);
+        meta[1] = uint32_t(steps == 1 ? 1 : steps / 2);  // steps = 1: just start
         pushScalar(meta, start);
         pushScalar(meta, end);
         pushScalar(meta, steps > 1 ? (end - start) / double(steps - 1) : 0.0);

@@ -34,6 +34,16 @@ int64_t numelOf(const Shape& s) {
   return n;
 }
 
+// IDX_T: the index type, computed in as stored (i32 indices widened to
+// int64 compared wrongly on lavapipe); IDX_HI(v): the high word of v as int64.
+void defineIndex(GlslBuilder& b, DType indexType) {
+  if (indexType == DType::I64) {
+    b.define("IDX_T", "int64_t").define("IDX_HI(v)", "uint(uint64_t(v) >> 32)");
+  } else {
+    b.define("IDX_T", "int").define("IDX_HI(v)", "((v) < 0 ? 0xffffffffu : 0u)");
+  }
+}
+
 // The describer of an out-of-range index found on the device.
 DeviceErrorDescriber indexError(std::string op, std::string where) {
   return [op = std::move(op), where = std::move(where)](const uint32_t* w) {
@@ -137,6 +147,7 @@ class IndexGather final : public KernelTemplate {
     return variants_.get(key, [&] {
       GlslBuilder b(dtype);
       b.output("y", dtype).input("x", dtype).input("idx", indexType);
+      defineIndex(b, indexType);
       return b.build(kernelFile("index_gather.comp"));
     });
   }
@@ -271,6 +282,7 @@ class IndexScatter final : public KernelTemplate {
     return variants_.get(key, [&] {
       GlslBuilder b(dtype);
       b.output("y", dtype).input("x", dtype).input("idx", indexType).input("src", dtype);
+      defineIndex(b, indexType);
       return b.build(kernelFile("index_scatter.comp"));
     });
   }

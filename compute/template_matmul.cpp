@@ -17,6 +17,7 @@ namespace tensord::compute {
 namespace {
 
 constexpr size_t kMaxBatchRank = 4;
+constexpr int64_t kSmall = 16;  // M or N below this: one invocation per output element
 
 // The strided batched product an op call maps to. Strides are in elements.
 struct Plan {
@@ -39,11 +40,13 @@ std::vector<int64_t> batchStrides(const Shape& own, const Shape& batch, int64_t 
   return s;
 }
 
-const KernelSource& matmulSource(DType dtype) {
+// `small`: one invocation per output element, for products with M or N below a tile.
+const KernelSource& matmulSource(DType dtype, bool small) {
   static KernelVariants variants;
-  return variants.get("matmul|" + std::string(dtypeName(dtype)), [&] {
+  return variants.get("matmul|" + std::string(dtypeName(dtype)) + (small ? "|small" : "|tiled64"), [&] {
     GlslBuilder b(dtype);
     b.input("a", dtype).input("b", dtype).input("c", dtype).output("y", dtype);
+    if (small) b.define("SMALL");
     return b.build(kernelFile("matmul.comp"));
   });
 }
@@ -214,7 +217,7 @@ class Matmul final : public KernelTemplate {
   }
 
   std::vector<const KernelSource*> variants(const OpSpec&, DType dtype) const override {
-    return {&matmulSource(dtype)};
+    return {&matmulSource(dtype, false), &matmulSource(dtype, true)};
   }
 
   void record(const OpSpec& op, Recorder& r, std::span<const TensorView> in, std::span<const TensorView> out,
@@ -246,7 +249,12 @@ class Matmul final : public KernelTemplate {
       uint64_t a, b, c, y, meta;
     } push{in[ia].buffer->deviceAddress(), in[ib].buffer->deviceAddress(),
            p.bias ? in[ic].buffer->deviceAddress() : 0, out[0].buffer->deviceAddress(), r.params(meta)};
-    r.dispatch(matmulSource(out[0].desc.dtype), push, r.groupsFor(uint64_t(p.n), 64, 0),
+    if (p.m < kSmall || p.n < kSmall) {
+      uint64_t total = uint64_t(batch * p.m * p.n);
+      r.dispatch(matmulSource(out[0].desc.dtype, true), push, r.groupsFor(total, 256));
+      return;
+    }
+    r.dispatch(matmulSource(out[0].desc.dtype, false), push, r.groupsFor(uint64_t(p.n), 64, 0),
                r.groupsFor(uint64_t(p.m), 64, 1), r.groupsFor(uint64_t(batch), 1, 2));
   }
 

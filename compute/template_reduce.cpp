@@ -153,7 +153,7 @@ class Reduce final : public KernelTemplate {
         case ReduceKind::kVarMean:
           opDef = "OP_WELFORD";
           finY = "welford_var(s)";
-          finZ = "s.y";
+          finZ = "s.x == 0.0 ? uintBitsToFloat(0x7fc00000u) : s.y";  // the mean of nothing is NaN
           zDType = dtype;
           zValue = DType::F32;
           break;
@@ -194,7 +194,9 @@ class Reduce final : public KernelTemplate {
     // Rows: the reduced elements are contiguous and many: a workgroup per
     // (output, split). Else a thread per (output, split), neighbouring
     // threads on neighbouring outputs.
-    bool rows = !pl.redDims.empty() && pl.redStrides.back() == 1 && pl.d >= 256;
+    // Many outputs of middling length take a thread each too (a workgroup
+    // per short row costs more in barriers than it gains).
+    bool rows = !pl.redDims.empty() && pl.redStrides.back() == 1 && pl.d >= 256 && (pl.n <= 8192 || pl.d >= 2048);
     uint64_t n = uint64_t(pl.n), d = uint64_t(pl.d);
     uint64_t splits = 1;
     if (rows) {

@@ -45,6 +45,11 @@ kj::Promise<TensorImpl*> resolveInput(ServerState& server, const compute::OpSpec
       });
 }
 
+void finishCall(const std::shared_ptr<SessionState>& session, capnp::CallContext<proto::Session::CallParams, proto::Session::CallResults> context,
+                const compute::OpSpec& op, kj::Array<TensorImpl*> impls,
+                const std::vector<compute::TensorView>& inputViews, const std::vector<compute::TensorDesc>& outDescs,
+                const compute::Attrs& attrs);
+
 }  // namespace
 
 kj::Promise<void> SessionImpl::call(CallContext context) {
@@ -65,7 +70,8 @@ kj::Promise<void> SessionImpl::call(CallContext context) {
   auto resolving = kj::heapArrayBuilder<kj::Promise<TensorImpl*>>(capArray.size());
   for (size_t i = 0; i < capArray.size(); ++i) resolving.add(resolveInput(server, *spec, i, capArray[i]));
 
-  auto enqueue = [session = session_, context, spec, attrs = std::move(attrs)](kj::Array<TensorImpl*> impls) mutable {
+  auto enqueue = [session = session_, context, spec,
+                  attrs = std::move(attrs)](kj::Array<TensorImpl*> impls) mutable -> kj::Promise<void> {
     ServerState& server = session->server();
     std::vector<compute::TensorDesc> descs;
     std::vector<compute::TensorView> inputViews;
@@ -81,8 +87,38 @@ kj::Promise<void> SessionImpl::call(CallContext context) {
       descs.push_back(entry.desc);
       inputViews.push_back({entry.desc, entry.buffer});
     }
-    std::vector<compute::TensorDesc> outDescs =
+    std::vector<compute::TensorDesc> inferred =
         mapComputeErrors([&] { return compute::inferOutputs(*spec, descs, attrs); });
+    if (!spec->shapeFromDevice()) {
+      finishCall(session, context, *spec, kj::mv(impls), inputViews, inferred, attrs);
+      return kj::READY_NOW;
+    }
+    // The output shapes depend on the input values (masked_select): ask the
+    // device first, in queue order, then allocate and enqueue as usual.
+    auto shapes = std::make_shared<std::vector<compute::TensorDesc>>();
+    auto done = makeLoopCompletion();
+    mapComputeErrors(spec->name, [&] {
+      server.engine.enqueueShapeQuery(*spec, inputViews, attrs, shapes, std::move(done.completion));
+    });
+    return done.promise.then([session, context, spec, impls = kj::mv(impls), inputViews = std::move(inputViews),
+                              shapes, attrs = std::move(attrs)]() mutable {
+      finishCall(session, context, *spec, kj::mv(impls), inputViews, *shapes, attrs);
+    });
+  };
+
+  return kj::joinPromises(resolving.finish()).then(kj::mv(enqueue)).attach(kj::mv(capArray), kj::mv(guard));
+}
+
+namespace {
+
+// Allocates the outputs (or makes the view), enqueues the op and fills in the
+// call's results.
+void finishCall(const std::shared_ptr<SessionState>& session, capnp::CallContext<proto::Session::CallParams, proto::Session::CallResults> context, const compute::OpSpec& op,
+                kj::Array<TensorImpl*> impls, const std::vector<compute::TensorView>& inputViews,
+                const std::vector<compute::TensorDesc>& outDescs, const compute::Attrs& attrs) {
+  ServerState& server = session->server();
+  const compute::OpSpec* spec = &op;
+  {
     const uint64_t limit = server.config.limits.maxTensorBytes;
     for (size_t i = 0; i < outDescs.size(); ++i) {
       if (outDescs[i].bytes() > limit) {
@@ -152,9 +188,9 @@ kj::Promise<void> SessionImpl::call(CallContext context) {
           }
         }));
     reply(outCaps.finish());
-  };
-
-  return kj::joinPromises(resolving.finish()).then(kj::mv(enqueue)).attach(kj::mv(capArray), kj::mv(guard));
+  }
 }
+
+}  // namespace
 
 }  // namespace tensord::server

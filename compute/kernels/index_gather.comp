@@ -2,7 +2,9 @@
 // w * dimStride] where w = idx[sum(c_d * idxStride_d)] (negative counts from
 // the end), c the coordinates of i in y's shape. Meta per dim: outSize,
 // idxStride, inStride. An index out of [-dimSize, dimSize) is clamped and
-// reported in err (words 1, 2: the index as int64).
+// reported in err (words 1, 2: the index as int64). IDX_T is the index
+// type (int or int64_t: i32 indices stay 32-bit; widening them to int64 gave
+// wrong comparisons on lavapipe).
 layout(local_size_x = 256) in;
 layout(push_constant) uniform Push {
   y_ref y;
@@ -29,14 +31,15 @@ void main() {
       io += c * p.meta.v[b + 1u];
       xo += c * p.meta.v[b + 2u];
     }
-    int64_t v = int64_t(RAW_idx(io));
-    int64_t w = v < 0l ? v + int64_t(p.dimSize) : v;
-    if (w < 0l || w >= int64_t(p.dimSize)) {
+    IDX_T v = RAW_idx(io);
+    IDX_T size = IDX_T(p.dimSize);
+    IDX_T w = v < IDX_T(0) ? v + size : v;
+    if (w < IDX_T(0) || w >= size) {
       if (atomicCompSwap(p.err.v[0], 0u, 1u) == 0u) {
-        p.err.v[1] = uint(uint64_t(v));
-        p.err.v[2] = uint(uint64_t(v) >> 32);
+        p.err.v[1] = uint(v);
+        p.err.v[2] = IDX_HI(v);
       }
-      w = clamp(w, 0l, int64_t(p.dimSize) - 1l);
+      w = clamp(w, IDX_T(0), size - IDX_T(1));
     }
     xo += uint(w) * p.dimStride;
     p.y.v[i] = p.x.v[xo];

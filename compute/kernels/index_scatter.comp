@@ -41,6 +41,7 @@ void main() {
   uint srcStep = p.rank > 0u ? p.meta.v[db + 3u] : 0u;
   bool accumulate = (p.flags & 1u) != 0u;
   bool scalar = (p.flags & 2u) != 0u;
+  IDX_T size = IDX_T(p.dimSize);
   for (uint i = gl_GlobalInvocationID.x; i < p.n; i += stride) {
     uint rem = i;
     uint ib = 0u, sb = 0u, od = 0u;
@@ -61,12 +62,12 @@ void main() {
     T acc = LOAD_x(i);
     if (ok) {
       for (uint j = 0u; j < p.J; ++j) {
-        int64_t v = int64_t(RAW_idx(ib + j * idxStep));
-        int64_t w = v < 0l ? v + int64_t(p.dimSize) : v;
-        if (w < 0l || w >= int64_t(p.dimSize)) {
+        IDX_T v = RAW_idx(ib + j * idxStep);
+        IDX_T w = v < IDX_T(0) ? v + size : v;
+        if (w < IDX_T(0) || w >= size) {
           if (od == 0u && atomicCompSwap(p.err.v[0], 0u, 1u) == 0u) {
-            p.err.v[1] = uint(uint64_t(v));
-            p.err.v[2] = uint(uint64_t(v) >> 32);
+            p.err.v[1] = uint(v);
+            p.err.v[2] = IDX_HI(v);
           }
           continue;
         }

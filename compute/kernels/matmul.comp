@@ -8,7 +8,8 @@
 // f32/f16/bf16: rounded once on store).
 // Meta words: M N K batch batchRank hasBias alpha(f32 bits) beta(f32 bits)
 // sam sak sbk sbn scm scn, shape[4], batch strides of a[4], b[4], c[4].
-layout(local_size_x = 16, local_size_y = 16) in;
+// With SMALL defined (products whose M or N is below a tile), each
+// invocation computes one output element instead, with no shared memory.
 layout(push_constant) uniform Push {
   a_ref a;
   b_ref b;
@@ -16,6 +17,39 @@ layout(push_constant) uniform Push {
   y_ref y;
   Meta meta;
 } p;
+#ifdef SMALL
+layout(local_size_x = 256) in;
+void main() {
+  uint M = p.meta.v[0], N = p.meta.v[1], K = p.meta.v[2], batch = p.meta.v[3], batchRank = p.meta.v[4];
+  bool hasBias = p.meta.v[5] != 0u;
+  uint sam = p.meta.v[8], sak = p.meta.v[9], sbk = p.meta.v[10], sbn = p.meta.v[11];
+  uint scm = p.meta.v[12], scn = p.meta.v[13];
+  uint total = batch * M * N;
+  for (uint i = gl_GlobalInvocationID.x; i < total; i += gl_NumWorkGroups.x * 256u) {
+    uint gn = i % N, gm = (i / N) % M, rem = i / (M * N);
+    uint aoff = 0u, boff = 0u, coff = 0u;
+    for (int d = int(batchRank) - 1; d >= 0; --d) {
+      uint size = p.meta.v[14 + d];
+      uint idx = rem % size;
+      rem /= size;
+      aoff += idx * p.meta.v[18 + d];
+      boff += idx * p.meta.v[22 + d];
+      coff += idx * p.meta.v[26 + d];
+    }
+    T v = T(0);
+    uint ia = aoff + gm * sam, ib = boff + gn * sbn;
+    for (uint k = 0u; k < K; ++k) v += LOAD_a(ia + k * sak) * LOAD_b(ib + k * sbk);
+#ifdef IS_FLOAT
+    v *= uintBitsToFloat(p.meta.v[6]);
+    if (hasBias) v += uintBitsToFloat(p.meta.v[7]) * LOAD_c(coff + gm * scm + gn * scn);
+#else
+    if (hasBias) v += LOAD_c(coff + gm * scm + gn * scn);
+#endif
+    STORE_y(i, v);
+  }
+}
+#else
+layout(local_size_x = 16, local_size_y = 16) in;
 shared T As[16][64];
 shared T Bs[16][64];
 void main() {
@@ -82,3 +116,4 @@ void main() {
     }
   }
 }
+#endif

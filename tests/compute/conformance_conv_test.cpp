@@ -6,8 +6,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <chrono>
-#include <cstdio>
 
 #include "tests/compute/conformance.h"
 
@@ -634,14 +632,3 @@ TEST_F(ConvConformanceTest, Errors) {
 
 }  // namespace
 }  // namespace tensord::compute::testing
-namespace tensord::compute::testing {
-TEST_F(ConformanceTest, TmpConvTiming) {
-  HostTensor x = randomTensor(DType::F32, {1, 64, 56, 56}), w = randomTensor(DType::F32, {64, 64, 3, 3});
-  auto tx = put(x), tw = put(w);
-  run("conv2d", {tx, tw}, {{"padding", Ints{1}}});
-  auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < 3; ++i) run("conv2d", {tx, tw}, {{"padding", Ints{1}}});
-  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 3;
-  std::printf("conv 1x64x56x56 3x3 O=64: %.3f s, %.2f GFLOP/s\n", s, 2.0 * 64 * 56 * 56 * 64 * 9 / s / 1e9);
-}
-}

@@ -265,15 +265,3 @@ TEST_F(IndexOpsTest, LargeTake) {
 
 }  // namespace
 }  // namespace tensord::compute::testing
-namespace tensord::compute::testing {
-namespace {
-class IndexOpsDebug : public ConformanceTest {};
-TEST_F(IndexOpsDebug, I32) {
-  auto x = makeTensor(DType::F32, {5}, {10, 11, 12, 13, 14});
-  for (auto v : call("take", {x, makeTensor(DType::I32, {6}, {0, 1, 2, 3, 4, -1})})[0].values) printf("%g ", v);
-  printf("\n");
-  for (auto v : call("take", {x, makeTensor(DType::I64, {6}, {0, 1, 2, 3, 4, -1})})[0].values) printf("%g ", v);
-  printf("\n");
-}
-}
-}

@@ -95,7 +95,6 @@ TEST_F(LinalgConformance, MatmulEveryShapeEveryDType) {
   };
   for (const auto& c : cases) {
     for (DType dt : kProductDTypes) {
-      if (c.a.size() == 3 && c.a[0] == 70'000 && dt != DType::F32 && dt != DType::BF16) continue;
       auto a = inputFor(dt, c.a), b = inputFor(dt, c.b);
       auto got = call("matmul", {a, b});
       auto want = rounded(refMatmul(a, b));

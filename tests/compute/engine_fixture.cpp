@@ -109,7 +109,14 @@ std::vector<TensorView> EngineTest::run(const std::string& op, std::vector<Tenso
   std::vector<TensorDesc> descs;
   for (const auto& in : inputs) descs.push_back(in.desc);
   std::vector<TensorView> outputs;
-  for (auto& desc : inferOutputs(*spec, descs, attrs)) {
+  std::vector<TensorDesc> outDescs = inferOutputs(*spec, descs, attrs);
+  if (spec->shapeFromDevice()) {
+    // As the daemon does it: ask the device for the output shapes first.
+    auto shapes = std::make_shared<std::vector<TensorDesc>>();
+    blocking([&](Completion c) { engine().enqueueShapeQuery(*spec, inputs, attrs, shapes, std::move(c)); });
+    outDescs = *shapes;
+  }
+  for (auto& desc : outDescs) {
     // A view op's output shares its input's memory, as the daemon does it.
     auto buffer = spec->view ? inputs[0].buffer : engine().allocate(desc.bytes(), "test");
     outputs.push_back({std::move(desc), std::move(buffer)});

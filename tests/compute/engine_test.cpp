@@ -60,6 +60,7 @@ TEST_F(EngineTest, TransferPastTheEndIsRejected) {
 // Records dispatches instead of running them, with a GPU's uneven limits.
 class LimitCheckingRecorder final : public Recorder {
  public:
+  explicit LimitCheckingRecorder(Engine& engine) : engine_(engine) {}
   void dispatch(const KernelSource& source, std::span<const std::byte>, uint32_t gx, uint32_t gy,
                 uint32_t gz) override {
     ++dispatches;
@@ -71,9 +72,12 @@ class LimitCheckingRecorder final : public Recorder {
   using Recorder::params;
   uint32_t maxGroups(int axis) const override { return axis == 0 ? 2'147'483'647u : 65'535u; }
   uint64_t params(std::span<const std::byte>) override { return 0; }
-  std::shared_ptr<Buffer> scratch(uint64_t) override { return nullptr; }
+  std::shared_ptr<Buffer> scratch(uint64_t bytes) override { return engine_.allocate(bytes, "test"); }
   uint64_t errorSlot(DeviceErrorDescriber) override { return 0; }
   int dispatches = 0;
+
+ private:
+  Engine& engine_;
 };
 
 TEST_F(EngineTest, DispatchesRespectEachAxisLimit) {
@@ -99,7 +103,7 @@ TEST_F(EngineTest, DispatchesRespectEachAxisLimit) {
                                                                  : std::vector<std::pair<std::string, AttrValue>>{});
     std::vector<TensorView> out;
     for (auto& desc : inferOutputs(spec, descs, attrs)) out.push_back({desc, engine().allocate(4, "test")});
-    LimitCheckingRecorder recorder;
+    LimitCheckingRecorder recorder(engine());
     spec.kernel->record(spec, recorder, in, out, attrs);
     EXPECT_GE(recorder.dispatches, 1) << c.op;
   }

@@ -90,13 +90,15 @@ TEST_F(SessionTest, InfoReportsLimitsAndChunkSize) {
 
 TEST_F(SessionTest, ListOpsDescribesTheTable) {
   auto s = session();
-  auto ops = s.listOpsRequest().send().wait(waitScope()).getOps();
+  auto response = s.listOpsRequest().send().wait(waitScope());  // owns the message the readers point into
+  auto ops = response.getOps();
   bool sawMatmul = false;
   for (auto op : ops) {
     if (std::string(op.getName().cStr()) != "matmul") continue;
     sawMatmul = true;
     ASSERT_EQ(op.getInputs().size(), 2u);
-    EXPECT_EQ(std::string(op.getInputs()[0].cStr()), "a");
+    EXPECT_EQ(std::string(op.getInputs()[0].cStr()), "input");
+    EXPECT_EQ(std::string(op.getInputs()[1].cStr()), "other");
   }
   EXPECT_TRUE(sawMatmul);
 }

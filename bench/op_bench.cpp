@@ -1,0 +1,122 @@
+// op_bench: times single ops on the compute engine (no RPC), so a kernel
+// template's speed is measured on its own, and prints one JSON line per case.
+// bench/op_bench.py runs the same cases with PyTorch on the same GPU in the
+// same run and prints the ratios.
+//
+//   op_bench [--repeats N] [--filter SUBSTRING]
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <functional>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <future>
+#include <string>
+#include <vector>
+
+#include "compute/engine.h"
+#include "compute/op_table.h"
+
+namespace tensord::bench {
+namespace {
+
+using namespace tensord::compute;
+using Clock = std::chrono::steady_clock;
+
+struct Case {
+  std::string name;  // as in op_bench.py
+  std::string op;
+  std::vector<TensorDesc> inputs;
+  std::vector<std::pair<std::string, AttrValue>> attrs;
+  double bytes;  // bytes moved, for GB/s (0: use flops)
+  double flops;
+};
+
+std::vector<Case> cases() {
+  auto f32 = [](Shape s) { return TensorDesc{DType::F32, std::move(s)}; };
+  auto f16 = [](Shape s) { return TensorDesc{DType::F16, std::move(s)}; };
+  const double n8k = 8192.0 * 8192.0;
+  std::vector<Case> c = {
+      {"add_f32_64MiB", "add", {f32({16 << 20}), f32({16 << 20})}, {}, 3 * 64.0 * (1 << 20), 0},
+      {"relu_f32_64MiB", "relu", {f32({16 << 20})}, {}, 2 * 64.0 * (1 << 20), 0},
+      {"exp_f16_32MiB", "exp", {f16({16 << 20})}, {}, 2 * 32.0 * (1 << 20), 0},
+      {"sum_all_8192x8192", "sum", {f32({8192, 8192})}, {}, 4 * n8k, 0},
+      {"sum_rows_8192x8192", "sum", {f32({8192, 8192})}, {{"dim", std::vector<int64_t>{1}}}, 4 * n8k, 0},
+      {"sum_cols_8192x8192", "sum", {f32({8192, 8192})}, {{"dim", std::vector<int64_t>{0}}}, 4 * n8k, 0},
+      {"sum_64x4M_rows", "sum", {f32({64, 1 << 22})}, {{"dim", std::vector<int64_t>{1}}}, 4 * 64.0 * (1 << 22), 0},
+      {"amax_all_8192x8192", "amax", {f32({8192, 8192})}, {}, 4 * n8k, 0},
+      {"softmax_4096x4096", "softmax", {f32({4096, 4096})}, {{"dim", int64_t(-1)}}, 2 * 4 * 4096.0 * 4096, 0},
+      {"layer_norm_8192x1024", "layer_norm", {f32({8192, 1024})}, {{"normalized_shape", std::vector<int64_t>{1024}}},
+       2 * 4 * 8192.0 * 1024, 0},
+      {"matmul_f32_4096", "matmul", {f32({4096, 4096}), f32({4096, 4096})}, {}, 0, 2 * 4096.0 * 4096 * 4096},
+      {"matmul_f16_4096", "matmul", {f16({4096, 4096}), f16({4096, 4096})}, {}, 0, 2 * 4096.0 * 4096 * 4096},
+      {"conv2d_8x64x56x56_k3", "conv2d", {f32({8, 64, 56, 56}), f32({64, 64, 3, 3})}, {{"padding", std::vector<int64_t>{1}}},
+       0, 2 * 8.0 * 64 * 56 * 56 * 64 * 9},
+  };
+  return c;
+}
+
+void blocking(const std::function<void(Completion)>& enqueue) {
+  std::promise<void> done;
+  enqueue([&](std::exception_ptr e) {
+    if (e) done.set_exception(e);
+    else done.set_value();
+  });
+  done.get_future().get();
+}
+
+}  // namespace
+}  // namespace tensord::bench
+
+int main(int argc, char** argv) {
+  using namespace tensord::bench;
+  int repeats = 10;
+  std::string filter;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--repeats") && i + 1 < argc) repeats = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--filter") && i + 1 < argc) filter = argv[++i];
+  }
+  auto log = spdlog::stderr_color_mt("op_bench");
+  log->set_level(spdlog::level::warn);
+  EngineOptions options;
+  options.logger = log;
+  Engine engine(options);
+  std::printf("{\"device\": \"%s\"}\n", engine.device().name.c_str());
+  for (const Case& c : cases()) {
+    if (!filter.empty() && c.name.find(filter) == std::string::npos) continue;
+    const OpSpec* spec = engine.ops().find(c.op);
+    if (!spec) {
+      std::printf("{\"case\": \"%s\", \"error\": \"no op %s\"}\n", c.name.c_str(), c.op.c_str());
+      continue;
+    }
+    try {
+      Attrs attrs = validateAttrs(*spec, c.attrs);
+      std::vector<TensorView> in;
+      for (const auto& d : c.inputs) {
+        in.push_back({d, engine.allocate(d.bytes(), "bench")});
+      }
+      std::vector<TensorView> out;
+      for (auto& d : inferOutputs(*spec, c.inputs, attrs)) out.push_back({d, engine.allocate(d.bytes(), "bench")});
+      auto once = [&] { blocking([&](Completion done) { engine.enqueueOp(*spec, in, out, attrs, std::move(done)); }); };
+      once();  // compiles the pipelines
+      std::vector<double> times;
+      for (int r = 0; r < repeats; ++r) {
+        auto t0 = Clock::now();
+        once();
+        times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+      }
+      std::sort(times.begin(), times.end());
+      double t = times[times.size() / 2];
+      double rate = c.flops ? c.flops / t / 1e12 : c.bytes / t / 1e9;
+      std::printf("{\"case\": \"%s\", \"seconds\": %.6g, \"%s\": %.4g}\n", c.name.c_str(), t,
+                  c.flops ? "tflops" : "gbps", rate);
+    } catch (const std::exception& e) {
+      std::printf("{\"case\": \"%s\", \"error\": \"%s\"}\n", c.name.c_str(), e.what());
+    }
+    std::fflush(stdout);
+  }
+  return 0;
+}
