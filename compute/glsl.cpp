@@ -1,6 +1,8 @@
 #include "compute/glsl.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <sstream>
 
 namespace tensord::compute {
@@ -100,6 +102,19 @@ std::string glslLiteral(double value, DType dtype) {
   if (t == "int") return std::to_string(int64_t(value));
   if (t == "int64_t") return std::to_string(int64_t(value)) + "l";
   return std::to_string(uint64_t(value)) + "u";
+}
+
+void appendScalarWords(std::vector<uint32_t>& words, double value) {
+  float f = float(value);
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  double v = std::isnan(value) ? 0 : value;  // integers saturate (clamp's open bounds are +-inf)
+  int32_t i32 = int32_t(std::max(-2147483648.0, std::min(2147483647.0, v)));
+  int64_t i64 = int64_t(std::max(-9.2e18, std::min(9.2e18, v)));
+  words.push_back(bits);
+  words.push_back(uint32_t(i32));
+  words.push_back(uint32_t(uint64_t(i64)));
+  words.push_back(uint32_t(uint64_t(i64) >> 32));
 }
 
 GlslBuilder::GlslBuilder(DType compute) : compute_(compute) {

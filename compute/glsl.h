@@ -33,6 +33,11 @@ std::string glslConvert(const std::string& expr, DType from, DType to);
 // A GLSL literal of `value` in `dtype`'s compute type ("0.0", "0", "0l", "false").
 std::string glslLiteral(double value, DType dtype);
 
+// Appends a number to a kernel's parameter table as four words: its f32
+// bits, then as i32 and as i64 (low, high), the integers saturated. A kernel
+// reads the word(s) of its compute type (elementwise.comp's SCALAR_* macros).
+void appendScalarWords(std::vector<uint32_t>& words, double value);
+
 class GlslBuilder {
  public:
   explicit GlslBuilder(DType compute);

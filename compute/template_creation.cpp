@@ -45,17 +45,6 @@ std::string dtypeList(const std::vector<DType>& dtypes) {
   return s;
 }
 
-void pushScalar(std::vector<uint32_t>& meta, double value) {
-  float f = float(value);
-  uint32_t bits;
-  std::memcpy(&bits, &f, 4);
-  double v = std::isnan(value) ? 0 : value;
-  int64_t i64 = int64_t(std::max(-9.2e18, std::min(9.2e18, v)));
-  meta.push_back(bits);
-  meta.push_back(uint32_t(i64));
-  meta.push_back(uint32_t(uint64_t(i64)));
-  meta.push_back(uint32_t(uint64_t(i64) >> 32));
-}
 
 class Creation final : public KernelTemplate {
  public:
@@ -238,7 +227,7 @@ class Creation final : public KernelTemplate {
       case CreationKind::kFillLike: {
         double v = std::isnan(value_) ? attrs.getNumber("fill_value") : value_;
         if (y.dtype == DType::Bool) v = v != 0 ? 1 : 0;
-        pushScalar(meta, v);
+        appendScalarWords(meta, v);
         break;
       }
       case CreationKind::kArange: {
@@ -249,23 +238,23 @@ class Creation final : public KernelTemplate {
           anyFloat = anyFloat || isFloat;
         }
         meta[4] = !anyFloat && !isFloating(y.dtype) ? 1 : 0;
-        pushScalar(meta, attrs.getNumber("start"));
-        pushScalar(meta, attrs.getNumber("step"));
+        appendScalarWords(meta, attrs.getNumber("start"));
+        appendScalarWords(meta, attrs.getNumber("step"));
         break;
       }
       case CreationKind::kLinspace: {
         double start = attrs.getNumber("start"), end = attrs.getNumber("end");
         int64_t steps = attrs.getInt("steps");
         meta[1] = uint32_t(steps == 1 ? 1 : steps / 2);  // steps = 1: just start
-        pushScalar(meta, start);
-        pushScalar(meta, end);
-        pushScalar(meta, steps > 1 ? (end - start) / double(steps - 1) : 0.0);
+        appendScalarWords(meta, start);
+        appendScalarWords(meta, end);
+        appendScalarWords(meta, steps > 1 ? (end - start) / double(steps - 1) : 0.0);
         break;
       }
       case CreationKind::kEye: meta[1] = uint32_t(y.shape[1]); break;
       case CreationKind::kRandint:
-        pushScalar(meta, double(attrs.getInt("low")));
-        pushScalar(meta, double(attrs.getInt("high")));
+        appendScalarWords(meta, double(attrs.getInt("low")));
+        appendScalarWords(meta, double(attrs.getInt("high")));
         // Exact int64 bounds (the double above may round).
         meta[8 + 2] = uint32_t(uint64_t(attrs.getInt("low")));
         meta[8 + 3] = uint32_t(uint64_t(attrs.getInt("low")) >> 32);

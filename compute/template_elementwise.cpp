@@ -171,19 +171,6 @@ class Elementwise final : public KernelTemplate {
     return "0";
   }
 
-  static void pushScalar(std::vector<uint32_t>& meta, double value) {
-    float f = float(value);
-    uint32_t bits;
-    std::memcpy(&bits, &f, 4);
-    // Integers saturate rather than overflow (clamp's open bounds are +-inf).
-    double v = std::isnan(value) ? 0 : value;
-    int32_t i32 = int32_t(std::max(-2147483648.0, std::min(2147483647.0, v)));
-    int64_t i64 = int64_t(std::max(-9.2e18, std::min(9.2e18, v)));
-    meta.push_back(bits);
-    meta.push_back(uint32_t(i32));
-    meta.push_back(uint32_t(uint64_t(i64)));
-    meta.push_back(uint32_t(uint64_t(i64) >> 32));
-  }
 
   void record(const OpSpec& op, Recorder& r, std::span<const TensorView> in, std::span<const TensorView> out,
               const Attrs& attrs) const override {
@@ -203,8 +190,8 @@ class Elementwise final : public KernelTemplate {
       for (size_t d = 0; d < c.shape.size(); ++d) meta.push_back(k < c.strides.size() ? uint32_t(c.strides[k][d]) : 0);
     }
     uint32_t scalarsAt = uint32_t(meta.size());
-    for (const auto& o : ops) pushScalar(meta, o.tensor ? 0 : o.value);
-    for (const auto& name : spec_.params) pushScalar(meta, attrs.getNumber(name));
+    for (const auto& o : ops) appendScalarWords(meta, o.tensor ? 0 : o.value);
+    for (const auto& name : spec_.params) appendScalarWords(meta, attrs.getNumber(name));
 
     std::vector<DType> inDTypes;
     for (const auto& d : descs) inDTypes.push_back(d.dtype);

@@ -15,18 +15,6 @@
 namespace tensord::compute {
 namespace {
 
-void pushScalar(std::vector<uint32_t>& meta, double value) {
-  float f = float(value);
-  uint32_t bits;
-  std::memcpy(&bits, &f, 4);
-  double v = std::isnan(value) ? 0 : value;
-  int32_t i32 = int32_t(std::max(-2147483648.0, std::min(2147483647.0, v)));
-  int64_t i64 = int64_t(std::max(-9.2e18, std::min(9.2e18, v)));
-  meta.push_back(bits);
-  meta.push_back(uint32_t(i32));
-  meta.push_back(uint32_t(uint64_t(i64)));
-  meta.push_back(uint32_t(uint64_t(i64) >> 32));
-}
 
 int64_t numelOf(const Shape& s) {
   int64_t n = 1;
@@ -264,7 +252,7 @@ class IndexScatter final : public KernelTemplate {
       throwInvalid(op.name + ": input '" + op.inputs[1].name + "' has " + std::to_string(index.numel()) +
                    " indices but dim " + std::to_string(s.dim) + " of the input has size 0; every index is out of range");
     }
-    pushScalar(s.meta, s.value);
+    appendScalarWords(s.meta, s.value);
     for (size_t d = 0; d < xsh.size(); ++d) {
       s.meta.insert(s.meta.end(),
                     {uint32_t(xsh[d]), uint32_t(posSize[d]), uint32_t(idxStrides[d]), uint32_t(srcStrides[d])});
@@ -359,7 +347,7 @@ class MaskedFill final : public KernelTemplate {
     int64_t n = out[0].desc.numel();
     if (n == 0) return;
     std::vector<uint32_t> meta;
-    pushScalar(meta, in.size() > 2 ? 0.0 : attrs.getNumber("value"));
+    appendScalarWords(meta, in.size() > 2 ? 0.0 : attrs.getNumber("value"));
     const Shape& shape = out[0].desc.shape;
     auto ms = broadcastStrides(in[1].desc.shape, shape);
     for (size_t d = 0; d < shape.size(); ++d) meta.insert(meta.end(), {uint32_t(shape[d]), uint32_t(ms[d])});

@@ -35,18 +35,6 @@ struct RemapPush {
   int32_t diag;
 };
 
-void pushScalar(std::vector<uint32_t>& meta, double value) {
-  float f = float(value);
-  uint32_t bits;
-  std::memcpy(&bits, &f, 4);
-  double v = std::isnan(value) ? 0 : value;
-  int32_t i32 = int32_t(std::max(-2147483648.0, std::min(2147483647.0, v)));
-  int64_t i64 = int64_t(std::max(-9.2e18, std::min(9.2e18, v)));
-  meta.push_back(bits);
-  meta.push_back(uint32_t(i32));
-  meta.push_back(uint32_t(uint64_t(i64)));
-  meta.push_back(uint32_t(uint64_t(i64) >> 32));
-}
 
 class Remap final : public KernelTemplate {
  public:
@@ -76,7 +64,7 @@ class Remap final : public KernelTemplate {
       for (const auto& d : c.dims) n *= d.size;
       if (n == 0) continue;
       std::vector<uint32_t> meta;
-      pushScalar(meta, c.fill);
+      appendScalarWords(meta, c.fill);
       for (const auto& d : c.dims) {
         for (int64_t w : {d.size, d.outStride, d.inStride, d.offset, d.step, d.inSize, int64_t(d.mode)}) {
           meta.push_back(uint32_t(int32_t(w)));
