@@ -4,8 +4,9 @@ with PyTorch on the same GPU, in one run, and prints a table of ratios.
 
     bench/op_bench.py BUILD/bench/op_bench [--repeats N]
 
-Each figure is the median of N timed runs after one warm-up; PyTorch times
-with CUDA events. Ratio > 1 means tensord is faster."""
+tensord: N ops enqueued back to back and waited for once, per op (median of
+3). PyTorch: the median of N single calls timed with CUDA events, after one
+warm-up. Ratio > 1 means tensord is faster."""
 import json
 import subprocess
 import sys

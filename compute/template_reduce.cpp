@@ -203,8 +203,9 @@ class Reduce final : public KernelTemplate {
       // Aim at >= 1024 workgroups, each with >= 4096 elements.
       splits = std::min<uint64_t>((1024 + n - 1) / n, (d + 4095) / 4096);
     } else {
-      // Aim at >= 64K threads, each with >= 64 elements.
-      splits = std::min<uint64_t>((65536 + n - 1) / n, (d + 63) / 64);
+      // Aim at >= 256K threads (a big GPU holds ~270K at once), each with
+      // >= 64 elements.
+      splits = std::min<uint64_t>((262144 + n - 1) / n, (d + 63) / 64);
     }
     splits = std::max<uint64_t>(splits, 1);
     uint64_t chunk = d == 0 ? 0 : (d + splits - 1) / splits;

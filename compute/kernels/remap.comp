@@ -46,7 +46,7 @@ void main() {
       int len = int(p.meta.v[b + 5u]);
       uint mode = p.meta.v[b + 6u];
       if (mode == 1u) {
-        ci %= len;
+        ci -= (ci / len) * len;  // not %: GLSL leaves % of negative ints undefined (NVIDIA and llvmpipe differ)
         if (ci < 0) ci += len;
       } else if (mode == 2u) {
         int period = 2 * (len - 1);
