@@ -4,6 +4,7 @@
 // may happen on any thread.
 
 #include <cstdint>
+#include <exception>
 #include <string>
 
 namespace tensord::compute {
@@ -23,6 +24,10 @@ class Buffer {
   uint64_t deviceAddress() const;                    // for shaders (buffer_reference)
   const std::string& owner() const { return owner_; }
   Block& block() const { return *block_; }
+
+  // The error of the device work that last wrote this buffer, if it failed.
+  // Read and written by the CommandStream's thread only.
+  std::exception_ptr failure;
 
  private:
   CachingAllocator& allocator_;  // must outlive every Buffer

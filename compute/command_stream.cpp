@@ -132,6 +132,26 @@ void CommandStream::run() {
   }
 }
 
+// The failure of an input's producer, as this job's error.
+std::exception_ptr CommandStream::inheritedFailure(const Job& job) {
+  for (const auto& [name, buffer] : job.reads) {
+    if (!buffer->failure) continue;
+    std::string cause = "an earlier call failed";
+    ComputeError::Kind kind = ComputeError::Kind::kInvalid;
+    try {
+      std::rethrow_exception(buffer->failure);
+    } catch (const ComputeError& e) {
+      cause = e.what();
+      kind = e.kind();
+    } catch (const std::exception& e) {
+      cause = e.what();
+    }
+    return std::make_exception_ptr(
+        ComputeError(kind, job.what + ": input '" + name + "' is the result of a call that failed: " + cause));
+  }
+  return nullptr;
+}
+
 void CommandStream::runBatch(std::deque<Job>& batch) {
   std::vector<std::exception_ptr> errors(batch.size());
   std::exception_ptr batchError;
@@ -164,8 +184,12 @@ void CommandStream::runBatch(std::deque<Job>& batch) {
     batchError = std::current_exception();
   }
   for (size_t i = 0; i < batch.size(); ++i) {
+    Job& job = batch[i];
     if (!errors[i] && !batchError) errors[i] = recorder.deviceError(i);
-    if (batch[i].done) batch[i].done(errors[i] ? errors[i] : batchError);
+    if (!errors[i] && !batchError) errors[i] = inheritedFailure(job);
+    std::exception_ptr error = errors[i] ? errors[i] : batchError;
+    for (auto& buffer : job.writes) buffer->failure = error;
+    if (job.done) job.done(error);
   }
 }
 

@@ -69,9 +69,17 @@ class BatchRecorder final : public Recorder {
   std::vector<ErrorSlot> errorSlots_;
 };
 
+// A unit of device work. `reads` and `writes` name the buffers it uses, so a
+// failure travels: when a job fails, the buffers it writes carry the failure,
+// and a later job that reads one of them fails too, naming the original error
+// (its own result was computed from garbage, never from memory outside a
+// buffer, and is never handed out as valid).
 struct Job {
   std::function<void(BatchRecorder&)> record;
   Completion done;
+  std::string what;  // names the job in propagated errors ("mul")
+  std::vector<std::pair<std::string, std::shared_ptr<Buffer>>> reads;  // (input name, buffer)
+  std::vector<std::shared_ptr<Buffer>> writes;
 };
 
 class CommandStream {
@@ -85,6 +93,7 @@ class CommandStream {
  private:
   void run();
   void runBatch(std::deque<Job>& batch);
+  static std::exception_ptr inheritedFailure(const Job& job);
 
   const Device& device_;
   KernelCache& kernels_;

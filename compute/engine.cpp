@@ -1,5 +1,7 @@
 #include "compute/engine.h"
 
+#include <algorithm>
+
 #include <spdlog/spdlog.h>
 
 #include "compute/allocator.h"
@@ -51,10 +53,17 @@ uint64_t Engine::ownerBytes(const std::string& owner) const { return impl_->allo
 void Engine::enqueueOp(const OpSpec& spec, std::vector<TensorView> inputs, std::vector<TensorView> outputs,
                        Attrs attrs, Completion done) {
   checkDTypes(spec, inputs, outputs);
-  impl_->stream.enqueue(
-      {.record = [&spec, inputs = std::move(inputs), outputs = std::move(outputs),
-                  attrs = std::move(attrs)](BatchRecorder& r) { spec.kernel->record(spec, r, inputs, outputs, attrs); },
-       .done = std::move(done)});
+  Job job{.done = std::move(done), .what = spec.name};
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    job.reads.emplace_back(spec.inputs.empty() ? std::to_string(i) : spec.inputName(i), inputs[i].buffer);
+    if (std::find(spec.mutates.begin(), spec.mutates.end(), spec.inputName(i)) != spec.mutates.end()) {
+      job.writes.push_back(inputs[i].buffer);
+    }
+  }
+  for (const auto& out : outputs) job.writes.push_back(out.buffer);
+  job.record = [&spec, inputs = std::move(inputs), outputs = std::move(outputs),
+                attrs = std::move(attrs)](BatchRecorder& r) { spec.kernel->record(spec, r, inputs, outputs, attrs); };
+  impl_->stream.enqueue(std::move(job));
 }
 
 void Engine::checkDTypes(const OpSpec& spec, std::span<const TensorView> inputs,
@@ -79,7 +88,11 @@ void Engine::enqueueShapeQuery(const OpSpec& spec, std::vector<TensorView> input
   // the completions of the batch have run.
   auto words = std::make_shared<const uint32_t*>(nullptr);
   std::vector<TensorDesc> descs;
-  for (const auto& v : inputs) descs.push_back(v.desc);
+  std::vector<std::pair<std::string, std::shared_ptr<Buffer>>> reads;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    descs.push_back(inputs[i].desc);
+    reads.emplace_back(spec.inputName(i), inputs[i].buffer);
+  }
   impl_->stream.enqueue(
       {.record =
            [&spec, inputs = std::move(inputs), attrs, words](BatchRecorder& r) {
@@ -97,7 +110,9 @@ void Engine::enqueueShapeQuery(const OpSpec& spec, std::vector<TensorView> input
            }
          }
          done(error);
-       }});
+       },
+       .what = spec.name,
+       .reads = std::move(reads)});
 }
 
 bool Engine::dtypeSupported(DType d) const {
@@ -118,13 +133,16 @@ void Engine::enqueueCopy(std::shared_ptr<Buffer> src, std::shared_ptr<Buffer> ds
                  " -> " + std::to_string(dst->bytes()) + ")");
   }
   impl_->stream.enqueue({.record =
-                             [src = std::move(src), dst = std::move(dst), bytes](BatchRecorder& r) {
+                             [src, dst, bytes](BatchRecorder& r) {
                                // Capacities are multiples of 256, so whole 16-byte words are in bounds.
                                CopyPush push{src->deviceAddress(), dst->deviceAddress(), uint32_t((bytes + 15) / 16)};
                                uint32_t groups = uint32_t(std::min<uint64_t>((push.count16 + 255) / 256, r.maxGroups(0)));
                                r.dispatch(copyKernel(), push, groups);
                              },
-                         .done = std::move(done)});
+                         .done = std::move(done),
+                         .what = "copy",
+                         .reads = {{"source", src}},
+                         .writes = {dst}});
 }
 
 std::optional<StagingSlot> Engine::tryAcquireStaging() { return impl_->staging.tryAcquire(); }
@@ -154,10 +172,12 @@ void Engine::enqueueDownload(std::shared_ptr<Buffer> src, uint64_t srcOffset, ui
   }
   StagingPool& staging = impl_->staging;
   impl_->stream.enqueue({.record =
-                             [&staging, slot, bytes, src = std::move(src), srcOffset](BatchRecorder& r) {
+                             [&staging, slot, bytes, src, srcOffset](BatchRecorder& r) {
                                r.copy(*src->block().buffer, srcOffset, staging.buffer(), staging.offsetOf(slot), bytes);
                              },
-                         .done = std::move(done)});
+                         .done = std::move(done),
+                         .what = "download",
+                         .reads = {{"tensor", src}}});
 }
 
 void Engine::waitIdle() { impl_->stream.waitIdle(); }

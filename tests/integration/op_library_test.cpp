@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <span>
 
 #include "tests/integration/daemon_test.h"
 
@@ -256,6 +257,41 @@ TEST_F(IntegrationOpLibrary, BadDimFailsTheCallOnly) {
   EXPECT_EQ(sum(x, 1).toHost(), (std::vector<float>{6, 15}));
   auto other = connect();
   EXPECT_EQ(sum(other->restore("kept"), 0).toHost(), (std::vector<float>{5, 7, 9}));
+}
+
+TEST_F(IntegrationOpLibrary, IndexOutOfRangeFailsOnTheDeviceAndReachesPipelinedCalls) {
+  auto client = connect();
+  Tensor x = client->upload(Shape{2, 3}, std::vector<float>{1, 2, 3, 4, 5, 6});
+  std::vector<int64_t> bad = {0, 7};  // dim 1 has size 3
+  Tensor index = client->upload(DType::I64, Shape{2, 1}, std::as_bytes(std::span(bad)));
+  Tensor picked = client->call1("gather", {x, index}, {{"dim", int64_t(1)}});
+  Tensor doubled = client->call1("mul", {picked}, {{"other", 2.0}});  // pipelined on the failed output
+  for (Tensor* t : {&picked, &doubled}) {
+    try {
+      t->toHost();
+      ADD_FAILURE() << "reading the result of a gather with index 7 succeeded";
+    } catch (const Error& e) {
+      std::string what = e.what();
+      EXPECT_NE(what.find("gather"), std::string::npos) << what;
+      EXPECT_NE(what.find("index 7 is out of range"), std::string::npos) << what;
+    }
+  }
+  // The daemon keeps serving, this connection included.
+  std::vector<int64_t> good = {2, 0};
+  Tensor index2 = client->upload(DType::I64, Shape{2, 1}, std::as_bytes(std::span(good)));
+  EXPECT_EQ(client->call1("gather", {x, index2}, {{"dim", int64_t(1)}}).toHost(), (std::vector<float>{3, 4}));
+}
+
+TEST_F(IntegrationOpLibrary, MaskedSelectLengthComesFromTheDevice) {
+  auto client = connect();
+  Tensor x = client->upload(Shape{2, 3}, std::vector<float>{1, -2, 3, -4, 5, -6});
+  // The mask is computed on the device and the chain is pipelined: the
+  // daemon learns the output length only when the comparison has run.
+  Tensor mask = client->call1("gt", {x}, {{"other", 0.0}});
+  Tensor positive = client->call1("masked_select", {x, mask});
+  Tensor total = sum(positive, 0);
+  EXPECT_EQ(positive.toHost(), (std::vector<float>{1, 3, 5}));
+  EXPECT_EQ(total.toHost(), (std::vector<float>{9}));
 }
 
 }  // namespace
