@@ -6,17 +6,17 @@
 namespace tensord::acl {
 
 std::string_view actionName(Action action) {
-  static constexpr std::array<std::string_view, 7> kNames = {"call", "read",    "write", "delete",
-                                                             "save", "restore", "list"};
+  static constexpr std::array<std::string_view, 9> kNames = {
+      "call", "read", "write", "delete", "save", "restore", "list", "admin:reload", "admin:usage"};
   return kNames[size_t(action)];
 }
 
-Decision PermissivePolicy::decide(const Principal&, Action, std::string_view) const { return Decision::allow(); }
+Decision PermissivePolicy::decide(const Principal&, const Request&) const { return Decision::allow(); }
 
 Authorizer::Authorizer(std::shared_ptr<const Policy> policy) { setPolicy(std::move(policy)); }
 
-Decision Authorizer::check(const Principal& principal, Action action, std::string_view resource) const {
-  return current()->decide(principal, action, resource);
+Decision Authorizer::check(const Principal& principal, const Request& request) const {
+  return current()->decide(principal, request);
 }
 
 void Authorizer::setPolicy(std::shared_ptr<const Policy> policy) {

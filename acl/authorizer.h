@@ -17,16 +17,25 @@
 namespace tensord::acl {
 
 enum class Action {
-  kCallOp,         // resource: op name
+  kCallOp,         // resource: op name; Request::category: the op's category
   kReadTensor,     // resource: tensor name, or "#<id>" for an unnamed tensor
-  kWriteTensor,    // upload; resource: "" (the tensor has no name yet)
+  kWriteTensor,    // upload (resource ""), or an in-place write of an input (its name or "#<id>")
   kDeleteTensor,   // resource: tensor name
-  kSaveTensor,     // resource: the name being given
+  kSaveTensor,     // resource: the name being given (also when it replaces one)
   kRestoreTensor,  // resource: tensor name
   kListTensors,    // resource: ""
+  kAdminReload,    // resource: ""
+  kAdminUsage,     // resource: ""
 };
 
-std::string_view actionName(Action action);  // "call", "read", "write", ...
+std::string_view actionName(Action action);  // "call", "read", "write", ..., "admin:reload", "admin:usage"
+
+// One question to the policy.
+struct Request {
+  Action action = Action::kCallOp;
+  std::string_view resource;  // see Action
+  std::string_view category;  // kCallOp: the op's category ("linalg"); otherwise ""
+};
 
 struct Decision {
   bool allowed = false;
@@ -40,21 +49,21 @@ struct Decision {
 class Policy {
  public:
   virtual ~Policy() = default;
-  virtual Decision decide(const Principal& principal, Action action, std::string_view resource) const = 0;
+  virtual Decision decide(const Principal& principal, const Request& request) const = 0;
 };
 
-// Allows every authenticated principal everything: the policy until the ACL
-// language exists.
+// Allows every authenticated principal everything: the policy when the
+// config names no policy_file.
 class PermissivePolicy final : public Policy {
  public:
-  Decision decide(const Principal& principal, Action action, std::string_view resource) const override;
+  Decision decide(const Principal& principal, const Request& request) const override;
 };
 
 class Authorizer {
  public:
   explicit Authorizer(std::shared_ptr<const Policy> policy = std::make_shared<PermissivePolicy>());
 
-  Decision check(const Principal& principal, Action action, std::string_view resource) const;
+  Decision check(const Principal& principal, const Request& request) const;
   void setPolicy(std::shared_ptr<const Policy> policy);
 
  private:

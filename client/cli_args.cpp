@@ -51,6 +51,7 @@ Options parseArgs(const std::vector<std::string>& args, const std::function<cons
   Options options;
   std::string connect, token;
   bool haveConnect = false, haveToken = false;
+  std::optional<std::string> ca, cert, key;
   bool onlyPositionals = false;
   std::vector<std::string> positionals;
 
@@ -85,6 +86,10 @@ Options parseArgs(const std::vector<std::string>& args, const std::function<cons
     } else if (name == "--token") {
       token = value();
       haveToken = true;
+    } else if (name == "--ca" || name == "--cert" || name == "--key") {
+      std::string path = value();
+      if (path.empty()) throw UsageError(name + " needs a file name");
+      (name == "--ca" ? ca : name == "--cert" ? cert : key) = std::move(path);
     } else if (name == "--json") {
       noValue();
       options.json = true;
@@ -110,10 +115,24 @@ Options parseArgs(const std::vector<std::string>& args, const std::function<cons
   } else {
     options.address = std::string(kDefaultAddress);
   }
+  auto fromEnv = [&](std::optional<std::string>& flag, const char* variable) -> std::string {
+    if (flag) return *flag;
+    const char* v = env(variable);
+    return v && *v ? std::string(v) : std::string();
+  };
+  options.caFile = fromEnv(ca, "TENSORD_CA");
+  options.certFile = fromEnv(cert, "TENSORD_CERT");
+  options.keyFile = fromEnv(key, "TENSORD_KEY");
+  if (options.certFile.empty() != options.keyFile.empty()) {
+    throw UsageError(options.certFile.empty() ? "--key needs --cert (or $TENSORD_CERT) too"
+                                              : "--cert needs --key (or $TENSORD_KEY) too");
+  }
   if (haveToken) {
     options.token = token;
   } else if (const char* v = env("TENSORD_TOKEN"); v && *v) {
     options.token = v;
+  } else if (!options.certFile.empty()) {
+    options.token.clear();  // authenticate with the client certificate
   } else {
     options.token = std::string(kDefaultToken);
   }
@@ -142,11 +161,13 @@ Options parseArgs(const std::vector<std::string>& args, const std::function<cons
 }
 
 std::string usage() {
-  return R"(usage: tensorctl [--connect HOST:PORT] [--token TOKEN] [--json] COMMAND ...
+  return R"(usage: tensorctl [--connect [tls://]HOST:PORT] [--token TOKEN] [--ca FILE]
+                 [--cert FILE --key FILE] [--json] COMMAND ...
 
 Talks to a tensord daemon. HOST:PORT defaults to $TENSORD_ADDR, else )" +
          std::string(kDefaultAddress) + R"(;
-the token defaults to $TENSORD_TOKEN, else the shipped default credential.
+the token defaults to $TENSORD_TOKEN, else the shipped default credential (with
+a client certificate and no token: the certificate authenticates).
 
 commands:
   info                          daemon version, device, memory and counters
@@ -167,8 +188,13 @@ commands:
   rm NAME...                    delete named tensors
 
 options:
-  --connect HOST:PORT           daemon address
+  --connect HOST:PORT           daemon address; tls://HOST:PORT for TLS (the daemon's
+                                certificate must be valid for HOST)
   --token TOKEN                 bearer token
+  --ca FILE                     PEM CA that signed the daemon's certificate
+                                ($TENSORD_CA; default: the system trust store)
+  --cert FILE, --key FILE       PEM client certificate and key for mutual TLS
+                                ($TENSORD_CERT, $TENSORD_KEY)
   --json                        machine-readable output on stdout
   --help, --version
 

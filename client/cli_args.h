@@ -16,7 +16,10 @@ class UsageError : public std::runtime_error {
 
 struct Options {
   std::string address;  // --connect, else $TENSORD_ADDR, else kDefaultAddress
-  std::string token;    // --token, else $TENSORD_TOKEN, else kDefaultToken
+  std::string token;    // --token, else $TENSORD_TOKEN, else kDefaultToken ("" with a client certificate)
+  std::string caFile;    // --ca, else $TENSORD_CA
+  std::string certFile;  // --cert, else $TENSORD_CERT
+  std::string keyFile;   // --key, else $TENSORD_KEY
   bool json = false;
   bool help = false;
   bool version = false;

@@ -7,7 +7,7 @@
 namespace tensord {
 
 Client::Client(ConnectOptions options) : impl_(std::make_unique<Impl>()) {
-  impl_->conn = std::make_shared<detail::Connection>(std::move(options.address), options.token);
+  impl_->conn = std::make_shared<detail::Connection>(options);
   impl_->conn->owner = this;
 }
 

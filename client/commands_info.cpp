@@ -13,7 +13,8 @@ namespace tensord::cli {
 Client& Connector::client() {
   if (!client_) {
     try {
-      client_ = std::make_unique<Client>(ConnectOptions{options_.address, options_.token});
+      client_ = std::make_unique<Client>(ConnectOptions{options_.address, options_.token, options_.caFile,
+                                                                options_.certFile, options_.keyFile});
     } catch (const Error& e) {
       throw ConnectError(e.what());
     }

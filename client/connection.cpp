@@ -2,7 +2,17 @@
 
 #include "client/connection.h"
 
+#include <arpa/inet.h>
 #include <capnp/message.h>
+#include <kj/compat/tls.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
 
 #include "client/wire.h"
 
@@ -14,8 +24,120 @@ namespace {
 // but op tables and tensor lists grow with the daemon; 256 MiB leaves room.
 constexpr uint64_t kTraversalLimitWords = (uint64_t(256) << 20) / sizeof(capnp::word);
 constexpr uint kDefaultPort = 7450;
+constexpr std::string_view kTlsScheme = "tls://";
+
+// KJ keeps a TlsContext's SSL_CTX private; explicit instantiation may name
+// private members. Needed to accept an IP address SAN for an IP address host
+// (KJ checks the host against DNS names only).
+template <typename Tag, typename Tag::type Member>
+struct Expose {
+  friend typename Tag::type member(Tag) { return Member; }
+};
+struct ContextCtx {
+  using type = void* kj::TlsContext::*;
+  friend type member(ContextCtx);
+};
+template struct Expose<ContextCtx, &kj::TlsContext::ctx>;
+
+bool isIpLiteral(const char* host) {
+  unsigned char buf[sizeof(in6_addr)];
+  return inet_pton(AF_INET, host, buf) == 1 || inet_pton(AF_INET6, host, buf) == 1;
+}
+
+// Verification callback: a host-name mismatch is forgiven when the host is an
+// IP address listed in the certificate's IP address SANs. Everything else
+// (trust, expiry) is OpenSSL's verdict, which KJ checks after the handshake.
+int verifyServer(int ok, X509_STORE_CTX* store) {
+  if (ok != 0 || X509_STORE_CTX_get_error(store) != X509_V_ERR_HOSTNAME_MISMATCH) return ok;
+  auto* ssl = static_cast<SSL*>(X509_STORE_CTX_get_ex_data(store, SSL_get_ex_data_X509_STORE_CTX_idx()));
+  const char* host = ssl == nullptr ? nullptr : SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+  X509* leaf = X509_STORE_CTX_get0_cert(store);
+  if (host != nullptr && leaf != nullptr && isIpLiteral(host) && X509_check_ip_asc(leaf, host, 0) == 1) {
+    X509_STORE_CTX_set_error(store, X509_V_OK);
+    return 1;
+  }
+  return ok;
+}
+
+std::string readPem(const std::string& path, std::string_view what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    throw Error(Error::Kind::kFailed, "cannot read the " + std::string(what) + " " + path + ": " + std::strerror(errno));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::string tlsReason(const kj::Exception& e) {
+  std::string text = errors::cleanMessage(e.getDescription().cStr());
+  if (size_t at = text.find("reason = "); at != std::string::npos) return text.substr(at + 9);
+  if (size_t at = text.find("message = "); at != std::string::npos) return text.substr(at + 10);
+  return text;
+}
+
+// "tls://h:p" -> true, "h:p"; "[::1]:p" -> host "::1".
+std::string hostOf(std::string_view address) {
+  if (!address.empty() && address.front() == '[') {
+    size_t close = address.find(']');
+    return std::string(address.substr(1, close == std::string_view::npos ? std::string_view::npos : close - 1));
+  }
+  return std::string(address.substr(0, address.rfind(':')));
+}
 
 }  // namespace
+
+struct Connection::Tls {
+  std::vector<kj::TlsCertificate> cas;
+  std::optional<kj::TlsKeypair> keypair;
+  kj::Own<kj::TlsContext> context;
+
+  explicit Tls(const ConnectOptions& options) {
+    kj::TlsContext::Options tlsOptions;
+    tlsOptions.minVersion = kj::TlsVersion::TLS_1_2;
+    if (!options.caFile.empty()) {
+      const std::string pem = readPem(options.caFile, "CA file");
+      constexpr std::string_view kEnd = "-----END CERTIFICATE-----";
+      for (size_t pos = 0;;) {
+        size_t begin = pem.find("-----BEGIN CERTIFICATE-----", pos);
+        size_t end = begin == std::string::npos ? begin : pem.find(kEnd, begin);
+        if (end == std::string::npos) break;
+        end += kEnd.size();
+        std::string block = pem.substr(begin, end - begin) + "\n";
+        try {
+          cas.emplace_back(kj::StringPtr(block.c_str(), block.size()));
+        } catch (const kj::Exception& e) {
+          throw Error(Error::Kind::kFailed, "CA file " + options.caFile + ": not a PEM certificate: " + tlsReason(e));
+        }
+        pos = end;
+      }
+      if (cas.empty()) throw Error(Error::Kind::kFailed, "CA file " + options.caFile + " holds no PEM certificate");
+      tlsOptions.useSystemTrustStore = false;
+      tlsOptions.trustedCertificates = kj::ArrayPtr<const kj::TlsCertificate>(cas.data(), cas.size());
+    }
+    if (!options.certFile.empty() || !options.keyFile.empty()) {
+      if (options.certFile.empty() || options.keyFile.empty()) {
+        throw Error(Error::Kind::kFailed, "a client certificate needs both a certificate file and a key file");
+      }
+      const std::string chain = readPem(options.certFile, "client certificate");
+      const std::string key = readPem(options.keyFile, "client key");
+      try {
+        keypair.emplace(kj::TlsKeypair{kj::TlsPrivateKey(kj::StringPtr(key.c_str(), key.size())),
+                                       kj::TlsCertificate(kj::StringPtr(chain.c_str(), chain.size()))});
+      } catch (const kj::Exception& e) {
+        throw Error(Error::Kind::kFailed, "cannot load the client certificate " + options.certFile + " / key " +
+                                              options.keyFile + ": " + tlsReason(e));
+      }
+      tlsOptions.defaultKeypair = *keypair;
+    }
+    try {
+      context = kj::heap<kj::TlsContext>(kj::mv(tlsOptions));
+    } catch (const kj::Exception& e) {
+      throw Error(Error::Kind::kFailed, "cannot set up TLS: " + tlsReason(e));
+    }
+    SSL_CTX_set_verify(static_cast<SSL_CTX*>((*context).*member(ContextCtx{})), SSL_VERIFY_NONE, verifyServer);
+  }
+};
 
 std::shared_ptr<kj::AsyncIoContext> threadIoContext() {
   thread_local std::weak_ptr<kj::AsyncIoContext> current;
@@ -25,20 +147,44 @@ std::shared_ptr<kj::AsyncIoContext> threadIoContext() {
   return io;
 }
 
-Connection::Connection(std::string address, std::string_view token)
-    : io_(threadIoContext()), address_(std::move(address)) {
+Connection::Connection(const ConnectOptions& options) : io_(threadIoContext()), address_(options.address) {
   auto& ws = io_->waitScope;
+  const bool tls = address_.starts_with(kTlsScheme);
+  const std::string hostPort = tls ? address_.substr(kTlsScheme.size()) : address_;
+  if (tls) {
+    tls_ = std::make_unique<Tls>(options);
+  } else if (!options.certFile.empty()) {
+    throw Error(Error::Kind::kFailed, "a client certificate needs a TLS address (tls://" + address_ + ")");
+  }
   try {
-    auto addr = io_->provider->getNetwork().parseAddress(address_, kDefaultPort).wait(ws);
+    auto addr = io_->provider->getNetwork().parseAddress(hostPort, kDefaultPort).wait(ws);
     stream_ = addr->connect().wait(ws);
   } catch (const kj::Exception& e) {
     throw Error(Error::Kind::kDisconnected,
                 "cannot connect to tensord at " + address_ + ": " + errors::cleanMessage(e.getDescription().cStr()));
   }
+  if (tls_) {
+    const std::string host = hostOf(hostPort);
+    try {
+      stream_ = tls_->context->wrapClient(kj::mv(stream_), host).wait(ws);
+    } catch (const kj::Exception& e) {
+      std::string reason = tlsReason(e);
+      std::string hint;
+      if (reason.find("not trusted") != std::string::npos || reason.find("issuer") != std::string::npos ||
+          reason.find("self-signed") != std::string::npos || reason.find("self signed") != std::string::npos) {
+        hint = "; is the daemon's CA given with --ca / TENSORD_CA?";
+      } else if (reason.find("hostname mismatch") != std::string::npos) {
+        hint = "; the daemon's certificate is not valid for '" + host + "'";
+      }
+      throw Error(Error::Kind::kDisconnected, "TLS handshake with tensord at " + address_ +
+                                                  " failed: the daemon's certificate was refused: " + reason + hint);
+    }
+  }
+  const bool byCertificate = options.token.empty() && !options.certFile.empty();
 
-  capnp::ReaderOptions options;
-  options.traversalLimitInWords = kTraversalLimitWords;
-  network_ = kj::heap<capnp::TwoPartyVatNetwork>(*stream_, capnp::rpc::twoparty::Side::CLIENT, options);
+  capnp::ReaderOptions readerOptions;
+  readerOptions.traversalLimitInWords = kTraversalLimitWords;
+  network_ = kj::heap<capnp::TwoPartyVatNetwork>(*stream_, capnp::rpc::twoparty::Side::CLIENT, readerOptions);
   rpc_ = kj::heap<capnp::RpcSystem<capnp::rpc::twoparty::VatId>>(capnp::makeRpcClient(*network_));
 
   capnp::MallocMessageBuilder vatIdMessage(8);
@@ -48,19 +194,38 @@ Connection::Connection(std::string address, std::string_view token)
 
   // Authenticate and fetch the op table in one round trip (listOps rides on
   // the still-unresolved session).
-  auto authRequest = daemon_.authenticateRequest();
-  authRequest.setToken(std::string(token));
-  auto auth = authRequest.send();
-  session_ = auth.getSession();
+  kj::Promise<kj::String> principal = nullptr;
+  if (byCertificate) {
+    auto auth = daemon_.authenticateWithCertificateRequest().send();
+    session_ = auth.getSession();
+    principal = auth.then([](auto response) { return kj::heapString(response.getPrincipal()); });
+  } else {
+    auto authRequest = daemon_.authenticateRequest();
+    authRequest.setToken(options.token);
+    auto auth = authRequest.send();
+    session_ = auth.getSession();
+    principal = auth.then([](auto response) { return kj::heapString(response.getPrincipal()); });
+  }
   auto opsPromise = session_.listOpsRequest().send();
   try {
-    auto response = auth.wait(ws);
-    principal_ = response.getPrincipal();
+    principal_ = principal.wait(ws).cStr();
   } catch (const kj::Exception& e) {
     std::string message = errors::cleanMessage(e.getDescription().cStr());
+    if (tls_ && message.find("alert") != std::string::npos) {
+      // The daemon ended the handshake after verifying our certificate (TLS 1.3).
+      throw Error(Error::Kind::kDisconnected, "TLS handshake with tensord at " + address_ +
+                                                  " failed: the daemon refused the client certificate: " +
+                                                  tlsReason(e));
+    }
     if (e.getType() == kj::Exception::Type::DISCONNECTED) {
+      // With TLS 1.3 the daemon checks a client certificate after our side of
+      // the handshake finished; its alert may be lost when our write fails first.
+      const std::string hint = tls_ && !options.certFile.empty()
+                                   ? " (the daemon may have refused the client certificate " + options.certFile +
+                                         ": expired, or not signed by its tls.client_ca_file)"
+                                   : "";
       throw Error(Error::Kind::kDisconnected, "cannot connect to tensord at " + address_ +
-                                                  " (connection closed during authentication): " + message);
+                                                  " (connection closed during authentication): " + message + hint);
     }
     // The daemon's own message may already say "authentication failed: ...".
     constexpr std::string_view kSaid = "authentication failed: ";

@@ -30,10 +30,12 @@ std::shared_ptr<kj::AsyncIoContext> threadIoContext();
 
 class Connection {
  public:
-  // Connects to `address` (HOST:PORT) and authenticates with `token`; throws
-  // Error (kDisconnected when the daemon cannot be reached). Blocks for one
-  // round trip, which also prefetches the op table.
-  Connection(std::string address, std::string_view token);
+  // Connects to options.address (HOST:PORT, or tls://HOST:PORT with a TLS
+  // handshake first) and authenticates with the token, or with the client
+  // certificate when the token is "" and certFile is set; throws Error
+  // (kDisconnected when the daemon cannot be reached or the handshake fails).
+  // Blocks for one round trip, which also prefetches the op table.
+  explicit Connection(const ConnectOptions& options);
   ~Connection();
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
@@ -73,7 +75,9 @@ class Connection {
 
   // Declaration order is teardown order (reversed): capabilities first, then
   // the RPC system, the network, the socket and last the event loop.
+  struct Tls;
   std::shared_ptr<kj::AsyncIoContext> io_;
+  std::unique_ptr<Tls> tls_;  // null for plain TCP
   kj::Own<kj::AsyncIoStream> stream_;
   kj::Own<capnp::TwoPartyVatNetwork> network_;
   kj::Own<capnp::RpcSystem<capnp::rpc::twoparty::VatId>> rpc_;

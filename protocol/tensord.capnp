@@ -8,8 +8,9 @@
 
 $import "/capnp/c++.capnp".namespace("tensord::proto");
 
-const protocolVersion :UInt32 = 2;
+const protocolVersion :UInt32 = 3;
 # 2: OpSpec.inputSpecs/view/mutates/differentiable, DeviceInfo.dtypes, AttrType.scalar.
+# 3: Daemon.authenticateWithCertificate.
 
 # ---------------------------------------------------------------- data types
 
@@ -136,6 +137,11 @@ interface Daemon {
 
   info @0 () -> (info :DaemonInfo);
   authenticate @1 (token :Text) -> (session :Session, principal :Text);
+  authenticateWithCertificate @2 () -> (session :Session, principal :Text);
+  # Over TLS with a verified client certificate only: the certificate's
+  # subject CN or one of its DNS/email SANs must be mapped to a principal in
+  # the daemon's auth.certificates; fails with "authentication failed: ..."
+  # otherwise (plain TCP, no certificate, no mapping).
 }
 
 interface Tensor {

@@ -110,9 +110,70 @@ void parseStaging(const json& object, StagingConfig& staging) {
   if (object.contains("slots")) staging.slots = uint32_t(readUintInRange(object["slots"], "staging.slots", 1, 1024));
 }
 
-void parseAuth(const json& object, std::vector<acl::TokenEntry>& tokens) {
+void parseCertificates(const json& list, std::vector<CertificateMapping>& certificates) {
+  if (!list.is_array()) {
+    fail("auth.certificates", "expected a list of {\"subject\", \"principal\"}, got " + shown(list));
+  }
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string key = "auth.certificates[" + std::to_string(i) + "]";
+    const json& entry = list[i];
+    requireObject(entry, key);
+    rejectUnknownKeys(entry, key, {"subject", "principal"});
+    if (!entry.contains("subject")) fail(key + ".subject", "is required");
+    if (!entry.contains("principal")) fail(key + ".principal", "is required");
+    CertificateMapping mapping;
+    mapping.subject = readString(entry["subject"], key + ".subject");
+    if (mapping.subject.empty()) fail(key + ".subject", "must not be empty");
+    mapping.principal = readString(entry["principal"], key + ".principal");
+    if (mapping.principal.empty()) fail(key + ".principal", "must not be empty");
+    for (size_t j = 0; j < certificates.size(); ++j) {
+      if (certificates[j].subject == mapping.subject) {
+        fail(key + ".subject", "\"" + mapping.subject + "\" is already mapped in auth.certificates[" +
+                                   std::to_string(j) + "]");
+      }
+    }
+    certificates.push_back(std::move(mapping));
+  }
+}
+
+void parseTls(const json& object, TlsConfig& tls) {
+  requireObject(object, "tls");
+  rejectUnknownKeys(object, "tls", {"cert_file", "key_file", "client_ca_file", "client_auth"});
+  for (const char* key : {"cert_file", "key_file"}) {
+    if (!object.contains(key)) fail(join("tls", key), "is required when tls is set");
+  }
+  tls.certFile = readString(object["cert_file"], "tls.cert_file");
+  if (tls.certFile.empty()) fail("tls.cert_file", "must not be empty");
+  tls.keyFile = readString(object["key_file"], "tls.key_file");
+  if (tls.keyFile.empty()) fail("tls.key_file", "must not be empty");
+  if (object.contains("client_ca_file")) {
+    tls.clientCaFile = readString(object["client_ca_file"], "tls.client_ca_file");
+    if (tls.clientCaFile.empty()) fail("tls.client_ca_file", "must not be empty");
+    tls.clientAuth = ClientAuth::kRequired;  // the default once a client CA is given
+  }
+  if (object.contains("client_auth")) {
+    const json& v = object["client_auth"];
+    const std::string mode = readString(v, "tls.client_auth");
+    if (mode == "none") {
+      tls.clientAuth = ClientAuth::kNone;
+    } else if (mode == "optional") {
+      tls.clientAuth = ClientAuth::kOptional;
+    } else if (mode == "required") {
+      tls.clientAuth = ClientAuth::kRequired;
+    } else {
+      fail("tls.client_auth", "expected one of none, optional, required, got " + shown(v));
+    }
+    if (tls.clientAuth != ClientAuth::kNone && tls.clientCaFile.empty()) {
+      fail("tls.client_auth", "\"" + mode + "\" needs tls.client_ca_file (the CA that signs client certificates)");
+    }
+  }
+}
+
+void parseAuth(const json& object, std::vector<acl::TokenEntry>& tokens,
+               std::vector<CertificateMapping>& certificates) {
   requireObject(object, "auth");
-  rejectUnknownKeys(object, "auth", {"tokens"});
+  rejectUnknownKeys(object, "auth", {"tokens", "certificates"});
+  if (object.contains("certificates")) parseCertificates(object["certificates"], certificates);
   if (!object.contains("tokens")) fail("auth.tokens", "at least one entry is required");
   const json& list = object["tokens"];
   if (!list.is_array()) fail("auth.tokens", "expected a list of {\"principal\", \"token_sha256\"}, got " + shown(list));
@@ -213,7 +274,7 @@ Config parseConfig(std::string_view jsonText) {
   requireObject(root, "");
   rejectUnknownKeys(root, "",
                     {"listen", "allow_remote_plaintext", "device", "state_dir", "cache_dir", "log_level", "limits",
-                     "staging", "auth"});
+                     "staging", "auth", "tls", "auth_timeout_ms", "policy_file", "audit_log"});
   Config config;
   if (root.contains("listen")) config.listen = parseHostPort(readString(root["listen"], "listen"), "listen");
   if (root.contains("allow_remote_plaintext")) {
@@ -241,7 +302,22 @@ Config parseConfig(std::string_view jsonText) {
   if (root.contains("limits")) parseLimits(root["limits"], config.limits);
   if (root.contains("staging")) parseStaging(root["staging"], config.staging);
   if (!root.contains("auth")) fail("auth.tokens", "at least one entry is required");
-  parseAuth(root["auth"], config.tokens);
+  parseAuth(root["auth"], config.tokens, config.certificates);
+  if (root.contains("tls")) parseTls(root["tls"], config.tls.emplace());
+  if (root.contains("policy_file")) {
+    config.policyFile = readString(root["policy_file"], "policy_file");
+    if (config.policyFile.empty()) fail("policy_file", "must not be empty (leave the key out to run without a policy)");
+  }
+  if (root.contains("audit_log")) {
+    config.auditLog = readString(root["audit_log"], "audit_log");
+    if (config.auditLog.empty()) fail("audit_log", "must not be empty (leave the key out to audit into the main log)");
+  }
+  if (root.contains("auth_timeout_ms")) {
+    config.authTimeoutMs = uint32_t(readUintInRange(root["auth_timeout_ms"], "auth_timeout_ms", 1, 3600000));
+  }
+  if (!config.certificates.empty() && (!config.tls || config.tls->clientAuth == ClientAuth::kNone)) {
+    fail("auth.certificates", "needs tls.client_ca_file: client certificates are only seen over mutual TLS");
+  }
   checkListenPolicy(config);
   return config;
 }
@@ -261,7 +337,7 @@ void applyListenOverride(Config& config, std::string_view hostPort) {
 }
 
 void checkListenPolicy(const Config& config, std::string_view listenKey) {
-  if (config.listen.isLoopback() || config.allowRemotePlaintext) return;
+  if (config.tls || config.listen.isLoopback() || config.allowRemotePlaintext) return;
   fail(listenKey, "plain TCP on the non-loopback address " + config.listen.str() +
                       " is refused: tokens and data would cross the network unencrypted; listen on a loopback "
                       "address or set allow_remote_plaintext to true");
@@ -304,11 +380,23 @@ void createOne(const std::filesystem::path& dir, std::string_view key) {
 
 }  // namespace
 
+void resolvePolicyPaths(Config& config, const std::filesystem::path& baseDir) {
+  for (auto* path : {&config.policyFile, &config.auditLog}) {
+    if (!path->empty() && path->is_relative()) *path = baseDir / *path;
+  }
+}
+
 void resolveDirectories(Config& config, const std::filesystem::path& baseDir, const GetEnv& getEnv) {
   config.stateDir =
       resolveOne(config.stateDir, "state_dir", baseDir, getEnv, "STATE_DIRECTORY", "XDG_STATE_HOME", ".local/state");
   config.cacheDir =
       resolveOne(config.cacheDir, "cache_dir", baseDir, getEnv, "CACHE_DIRECTORY", "XDG_CACHE_HOME", ".cache");
+  resolvePolicyPaths(config, baseDir);
+  if (config.tls) {
+    for (auto* path : {&config.tls->certFile, &config.tls->keyFile, &config.tls->clientCaFile}) {
+      if (!path->empty() && path->is_relative()) *path = baseDir / *path;
+    }
+  }
 }
 
 void createDirectories(const Config& config) {

@@ -46,9 +46,32 @@ struct StagingConfig {
   uint32_t slots = 8;
 };
 
+// tls.client_auth: whether clients must present a certificate signed by
+// tls.client_ca_file ("optional": verified when presented).
+enum class ClientAuth { kNone, kOptional, kRequired };
+
+// The `tls` object. With it the listener speaks only TLS (1.2 or later).
+// Paths as configured until resolveDirectories makes them absolute.
+struct TlsConfig {
+  std::filesystem::path certFile;      // server certificate chain, PEM
+  std::filesystem::path keyFile;       // its private key, PEM
+  std::filesystem::path clientCaFile;  // CA(s) for client certificates; "" = none
+  ClientAuth clientAuth = ClientAuth::kNone;
+};
+
+// auth.certificates: a verified client certificate whose subject CN or a
+// DNS/email SAN equals `subject` authenticates as `principal`.
+struct CertificateMapping {
+  std::string subject;
+  std::string principal;
+};
+
 struct Config {
   HostPort listen{"127.0.0.1", 7450};
   bool allowRemotePlaintext = false;
+  std::optional<TlsConfig> tls;
+  uint32_t authTimeoutMs = 10000;  // unauthenticated connections are closed after this
+  std::vector<CertificateMapping> certificates;
   std::string device;              // "" automatic; index; else name substring
   std::filesystem::path stateDir;  // as configured; "" until resolved
   std::filesystem::path cacheDir;
@@ -56,6 +79,8 @@ struct Config {
   Limits limits;
   StagingConfig staging;
   std::vector<acl::TokenEntry> tokens;
+  std::filesystem::path policyFile;  // policy_file: "" = no policy (everything allowed)
+  std::filesystem::path auditLog;    // audit_log: "" = the main log, logger "audit"
 };
 
 // Smallest max_message_bytes accepted: one 1 MiB data chunk plus framing.
@@ -74,7 +99,8 @@ Config loadConfigFile(const std::filesystem::path& path);
 // Replaces `listen` (the --listen flag); errors name "--listen".
 void applyListenOverride(Config& config, std::string_view hostPort);
 
-// Refuses plain TCP on a non-loopback address unless allow_remote_plaintext.
+// Refuses plain TCP on a non-loopback address unless allow_remote_plaintext
+// (TLS listeners may use any address).
 void checkListenPolicy(const Config& config, std::string_view listenKey = "listen");
 
 // Environment lookup, injectable for tests. Returns nullopt if unset or empty.
@@ -85,8 +111,13 @@ std::optional<std::string> processEnv(const char* name);
 // -> $STATE_DIRECTORY (first entry), else $XDG_STATE_HOME/tensord, else
 // ~/.local/state/tensord; cache_dir likewise with $CACHE_DIRECTORY,
 // $XDG_CACHE_HOME and ~/.cache. A relative configured path is taken relative
-// to `baseDir` (the config file's directory).
+// to `baseDir` (the config file's directory); so are the tls.* file paths.
 void resolveDirectories(Config& config, const std::filesystem::path& baseDir, const GetEnv& getEnv = processEnv);
+
+// Makes relative policy_file and audit_log paths relative to `baseDir` (the
+// config file's directory). resolveDirectories does this too; SIGHUP reload
+// uses it alone.
+void resolvePolicyPaths(Config& config, const std::filesystem::path& baseDir);
 
 // Creates the state and cache directories (mode 0700 when created).
 void createDirectories(const Config& config);

@@ -9,27 +9,38 @@
 #include <cstring>
 #include <thread>
 
+#include "acl/policy_json.h"
 #include "compute/engine.h"
+#include "server/access.h"
 #include "server/listener.h"
 #include "server/persistence.h"
 #include "server/server_state.h"
 #include "server/systemd_notify.h"
+#include "server/tls.h"
 #include "server/wire.h"
 
 namespace tensord::server {
 namespace {
 
-// SIGHUP: re-read the token list; connections and sessions stay.
+// SIGHUP: re-read the token list and the policy file; connections and
+// sessions stay, and their next calls run under the new policy. Either both
+// are replaced or, when something does not parse, neither.
 kj::Promise<void> reloadOnHangup(kj::UnixEventPort& port, ServerState& state, const std::filesystem::path& path) {
   return port.onSignal(SIGHUP).then([&port, &state, path](siginfo_t) {
     notifySystemd("RELOADING=1");
     try {
       Config fresh = loadConfigFile(path);
+      resolvePolicyPaths(fresh, path.parent_path());
+      std::shared_ptr<const acl::Policy> policy = loadPolicy(fresh);
       state.tokens = std::make_shared<const acl::TokenAuthenticator>(fresh.tokens);
-      state.log.info("reloaded {}: {} token(s); other settings take effect on restart", path.string(),
-                     fresh.tokens.size());
+      state.authorizer.setPolicy(policy);
+      state.log.info("reloaded {}: {} token(s); {}; other settings take effect on restart", path.string(),
+                     fresh.tokens.size(), describePolicy(fresh, *policy));
+    } catch (const acl::PolicyError& e) {
+      state.log.error("reload of {} failed, keeping the previous tokens and policy: policy_file {}", path.string(),
+                      e.what());
     } catch (const std::exception& e) {
-      state.log.error("reload of {} failed, keeping the previous tokens: {}", path.string(), e.what());
+      state.log.error("reload of {} failed, keeping the previous tokens and policy: {}", path.string(), e.what());
     }
     notifySystemd("READY=1");
     return reloadOnHangup(port, state, path);
@@ -82,7 +93,8 @@ bool deviceIdle(compute::Engine& engine, kj::Timer& timer, kj::WaitScope& waitSc
 
 }  // namespace
 
-int runDaemon(const Config& config, const std::filesystem::path& configPath, std::shared_ptr<spdlog::logger> log) {
+int runDaemon(const Config& config, const std::filesystem::path& configPath, std::shared_ptr<spdlog::logger> log,
+              std::shared_ptr<const acl::Policy> policy) {
   // Before any thread exists, so every thread inherits the blocked signals.
   std::signal(SIGPIPE, SIG_IGN);
   kj::UnixEventPort::captureSignal(SIGTERM);
@@ -114,7 +126,29 @@ int runDaemon(const Config& config, const std::filesystem::path& configPath, std
   }
   // The engine itself logs which device it chose.
 
+  std::unique_ptr<ServerTls> tls;
+  if (config.tls) {
+    try {
+      tls = std::make_unique<ServerTls>(*config.tls);
+    } catch (const ConfigError& e) {
+      log->error("{}", e.what());
+      return 1;
+    }
+  } else if (!config.listen.isLoopback()) {
+    // checkListenPolicy let it through, so allow_remote_plaintext is true.
+    log->warn("plain TCP on the non-loopback address {} (allow_remote_plaintext): tokens and tensor data cross the "
+              "network unencrypted; configure tls instead",
+              config.listen.str());
+  }
+
   ServerState state(config, *log, *engine, timer);
+  state.authorizer.setPolicy(std::move(policy));
+  try {
+    state.audit = makeAuditLogger(config, log);
+  } catch (const std::exception& e) {
+    log->error("{}", e.what());
+    return 1;
+  }
   loadNamedTensors(state, config.stateDir, io.waitScope);
   kj::Own<kj::ConnectionReceiver> receiver;
   try {
@@ -125,9 +159,13 @@ int runDaemon(const Config& config, const std::filesystem::path& configPath, std
     return 1;
   }
   const HostPort bound{config.listen.host, uint16_t(receiver->getPort())};
-  auto listener = std::make_unique<Listener>(state, kj::mv(receiver));
+  auto listener = std::make_unique<Listener>(state, kj::mv(receiver), tls.get());
   listener->start();
-  log->info("listening on {}", bound.str());
+  log->info("listening on {} ({})", bound.str(),
+            !tls                                                    ? "plain TCP"
+            : config.tls->clientAuth == ClientAuth::kRequired ? "TLS, client certificates required"
+            : config.tls->clientAuth == ClientAuth::kOptional ? "TLS, client certificates optional"
+                                                              : "TLS");
   log->flush();
   notifySystemd("READY=1\nSTATUS=listening on " + bound.str());
 

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 
 #include "server/daemon_impl.h"
+#include "server/tls.h"
 
 namespace tensord::server {
 namespace {
@@ -46,12 +47,13 @@ capnp::ReaderOptions readerOptions(const Config& config) {
 // drops every capability the client held, which frees its unnamed tensors.
 class Listener::Connection {
  public:
-  Connection(Listener& listener, kj::Own<kj::AsyncIoStream> stream, std::string peer)
+  Connection(Listener& listener, kj::Own<kj::AsyncIoStream> stream, std::string peer,
+             std::shared_ptr<ConnectionAuth> auth)
       : listener_(listener),
         stream_(kj::mv(stream)),
         network_(*stream_, capnp::rpc::twoparty::Side::SERVER, readerOptions(listener.server_.config)),
         state_(std::make_shared<ConnectionState>(listener.server_, std::move(peer))),
-        rpc_(capnp::makeRpcServer(network_, kj::heap<DaemonImpl>(state_))) {
+        rpc_(capnp::makeRpcServer(network_, kj::heap<DaemonImpl>(state_, std::move(auth)))) {
     // Stop reading new calls while this many words of calls are unanswered.
     rpc_.setFlowLimit(listener.server_.config.limits.maxMessageBytes / sizeof(capnp::word));
     ++listener_.connectionCount_;
@@ -72,8 +74,8 @@ class Listener::Connection {
   capnp::RpcSystem<capnp::rpc::twoparty::VatId> rpc_;
 };
 
-Listener::Listener(ServerState& server, kj::Own<kj::ConnectionReceiver> receiver)
-    : server_(server), receiver_(kj::mv(receiver)) {}
+Listener::Listener(ServerState& server, kj::Own<kj::ConnectionReceiver> receiver, ServerTls* tls)
+    : server_(server), receiver_(kj::mv(receiver)), tls_(tls) {}
 
 Listener::~Listener() { accepting_ = nullptr; }
 
@@ -88,9 +90,9 @@ void Listener::stopAccepting() {
 }
 
 kj::Promise<void> Listener::acceptLoop() {
-  return receiver_->accept().then(
-      [this](kj::Own<kj::AsyncIoStream> stream) {
-        addConnection(kj::mv(stream));
+  return receiver_->acceptAuthenticated().then(
+      [this](kj::AuthenticatedStream accepted) {
+        addConnection(kj::mv(accepted));
         return acceptLoop();
       },
       [this](kj::Exception&& e) {
@@ -100,17 +102,54 @@ kj::Promise<void> Listener::acceptLoop() {
       });
 }
 
-void Listener::addConnection(kj::Own<kj::AsyncIoStream> stream) {
+void Listener::addConnection(kj::AuthenticatedStream accepted) {
   int one = 1;
   try {
-    stream->setsockopt(IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    accepted.stream->setsockopt(IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   } catch (const kj::Exception&) {
     // Not a TCP socket; nothing to tune.
   }
-  std::string peer = peerName(*stream);
-  auto connection = kj::heap<Connection>(*this, kj::mv(stream), std::move(peer));
+  std::string peer = peerName(*accepted.stream);
+  const uint32_t timeoutMs = server_.config.authTimeoutMs;
+  const kj::TimePoint deadline = server_.timer.now() + timeoutMs * kj::MILLISECONDS;
+  auto auth = std::make_shared<ConnectionAuth>();
+  if (tls_ == nullptr) {
+    startConnection(kj::mv(accepted.stream), std::move(peer), std::move(auth), deadline);
+    return;
+  }
+  auth->tls = true;
+  // The handshake runs beside the accept loop, bounded by the same deadline.
+  auto handshake = server_.timer.timeoutAt(deadline, tls_->accept(kj::mv(accepted)));
+  connections_.add(handshake.then(
+      [this, peer, auth, deadline](kj::AuthenticatedStream secured) mutable {
+        auth->certificateNames = certificateNames(*secured.peerIdentity);
+        if (!auth->certificateNames.empty()) {
+          server_.log.debug("TLS client {} presented a verified certificate for '{}'", peer,
+                            auth->certificateNames.front());
+        }
+        startConnection(kj::mv(secured.stream), std::move(peer), std::move(auth), deadline);
+      },
+      [this, peer](kj::Exception&& e) {
+        std::string reason = e.getDescription().cStr();
+        // "OpenSSL error; message = error:0A000086:SSL routines::certificate verify failed"
+        if (size_t at = reason.find("message = "); at != std::string::npos) reason.erase(0, at + 10);
+        server_.log.warn("TLS handshake with {} failed: {}", peer, reason);
+      }));
+}
+
+void Listener::startConnection(kj::Own<kj::AsyncIoStream> stream, std::string peer,
+                               std::shared_ptr<ConnectionAuth> auth, kj::TimePoint deadline) {
+  auto connection = kj::heap<Connection>(*this, kj::mv(stream), peer, auth);
   auto disconnected = connection->onDisconnect();
-  connections_.add(disconnected.attach(kj::mv(connection)));
+  // Closes a connection that has not opened a session by the deadline.
+  auto unauthenticated =
+      server_.timer.atTime(deadline).then([this, auth, peer = std::move(peer)]() -> kj::Promise<void> {
+        if (auth->authenticated) return kj::NEVER_DONE;
+        server_.log.warn("closing the connection from {}: not authenticated within auth_timeout_ms ({} ms)", peer,
+                         server_.config.authTimeoutMs);
+        return kj::READY_NOW;
+      });
+  connections_.add(disconnected.exclusiveJoin(kj::mv(unauthenticated)).attach(kj::mv(connection)));
 }
 
 void Listener::taskFailed(kj::Exception&& exception) {

@@ -10,6 +10,8 @@
 #include <string_view>
 
 #include "protocol/tensord.capnp.h"
+#include "acl/policy_json.h"
+#include "server/access.h"
 #include "server/config.h"
 #include "server/daemon.h"
 #include "server/logging.h"
@@ -109,6 +111,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tensord: %s: %s\n", configPath.c_str(), e.what());
     return 1;
   }
+  std::shared_ptr<const tensord::acl::Policy> policy;
+  try {
+    policy = loadPolicy(config);
+  } catch (const tensord::acl::PolicyError& e) {
+    std::fprintf(stderr, "tensord: %s: policy_file %s\n", configPath.c_str(), e.what());
+    return 1;
+  }
   if (flags.checkConfig) {
     std::printf("config OK\n");
     return 0;
@@ -117,5 +126,6 @@ int main(int argc, char** argv) {
   auto log = makeLogger(config.logLevel, stderrIsJournal());
   log->info("tensord {} starting (config {}, state {}, cache {})", TENSORD_VERSION, configPath.string(),
             config.stateDir.string(), config.cacheDir.string());
-  return runDaemon(config, std::filesystem::absolute(configPath), log);
+  log->info("{}", describePolicy(config, *policy));
+  return runDaemon(config, std::filesystem::absolute(configPath), log, std::move(policy));
 }

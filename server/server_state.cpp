@@ -2,6 +2,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+
 #include "server/wire.h"
 
 namespace tensord::server {
@@ -56,15 +60,90 @@ CallGuard ConnectionState::enterCall(const std::shared_ptr<ConnectionState>& con
   return CallGuard(connection);
 }
 
-void SessionState::authorize(acl::Action action, std::string_view resource) const {
-  const acl::Decision decision = server().authorizer.check(principal, action, resource);
+namespace {
+
+// "call op 'matmul' (category @linalg)", "read tensor 'x'", "list tensors" ...
+std::string describe(acl::Action action, std::string_view resource, std::string_view category) {
+  const std::string quoted = "'" + std::string(resource) + "'";
+  switch (action) {
+    case acl::Action::kCallOp:
+      return "call op " + quoted + (category.empty() ? "" : " (category @" + std::string(category) + ")");
+    case acl::Action::kReadTensor:
+      return "read tensor " + quoted;
+    case acl::Action::kWriteTensor:
+      return resource.empty() ? std::string("upload a tensor") : "write tensor " + quoted;
+    case acl::Action::kDeleteTensor:
+      return "delete tensor " + quoted;
+    case acl::Action::kSaveTensor:
+      return "save a tensor as " + quoted;
+    case acl::Action::kRestoreTensor:
+      return "restore tensor " + quoted;
+    case acl::Action::kListTensors:
+      return "list tensors";
+    default:
+      return "use " + std::string(acl::actionName(action));
+  }
+}
+
+// One line of key=value pairs; values with spaces or quotes are quoted.
+std::string auditValue(std::string_view value) {
+  if (value.empty()) return "-";
+  bool plain = true;
+  for (char c : value) plain = plain && c > ' ' && c != '"' && c != '\\' && c != 0x7f;
+  if (plain) return std::string(value);
+  std::string out = "\"";
+  for (char c : value) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += (c == '\n' || c == '\r') ? ' ' : c;
+  }
+  return out + "\"";
+}
+
+std::string utcNow() {
+  const auto now = std::chrono::system_clock::now();
+  const std::time_t seconds = std::chrono::system_clock::to_time_t(now);
+  const auto millis =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  std::tm tm{};
+  gmtime_r(&seconds, &tm);
+  char buf[80];  // room for any int the compiler can imagine in each field
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                tm.tm_hour, tm.tm_min, tm.tm_sec, int(millis));
+  return buf;
+}
+
+}  // namespace
+
+void ServerState::auditDenial(std::string_view principal, std::string_view peer, std::string_view action,
+                              std::string_view resource, std::string_view reason) const {
+  spdlog::logger& out = audit ? *audit : log;
+  out.warn("audit time={} principal={} peer={} action={} resource={} reason={}", utcNow(), auditValue(principal),
+           auditValue(peer), auditValue(action), auditValue(resource), auditValue(reason));
+}
+
+void SessionState::authorize(acl::Action action, std::string_view resource, std::string_view category) const {
+  const acl::Decision decision = server().authorizer.check(principal, {action, resource, category});
   if (decision.allowed) return;
   std::string message =
-      "permission denied: principal '" + principal.name + "' may not " + std::string(acl::actionName(action));
-  if (!resource.empty()) message += " '" + std::string(resource) + "'";
+      "permission denied: principal '" + principal.name + "' may not " + describe(action, resource, category);
   if (!decision.reason.empty()) message += ": " + decision.reason;
-  server().log.warn("denied: {} (session {}, {})", message, id, connection->peer);
+  server().auditDenial(principal.name, connection->peer, acl::actionName(action), resource, message);
   kj::throwFatalException(failed(std::move(message)));
+}
+
+bool SessionState::authorizeHidden(acl::Action action, std::string_view resource) const {
+  const acl::Decision decision = server().authorizer.check(principal, {action, resource, {}});
+  if (decision.allowed) return true;
+  std::string message =
+      "permission denied: principal '" + principal.name + "' may not " + describe(action, resource, {});
+  if (!decision.reason.empty()) message += ": " + decision.reason;
+  server().auditDenial(principal.name, connection->peer, acl::actionName(action), resource,
+                       message + " (answered as not found)");
+  return false;
+}
+
+bool SessionState::permits(acl::Action action, std::string_view resource) const {
+  return server().authorizer.check(principal, {action, resource, {}}).allowed;
 }
 
 }  // namespace tensord::server

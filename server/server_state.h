@@ -39,7 +39,10 @@ class ServerState final : private kj::TaskSet::ErrorHandler {
 
   Registry registry;
   StagingPool staging{engine};
-  acl::Authorizer authorizer;
+  acl::Authorizer authorizer;  // policy replaced on reload (SIGHUP)
+  // Denials and authentication failures, one line each (config audit_log);
+  // null: they go to `log` under the same format.
+  std::shared_ptr<spdlog::logger> audit;
   std::shared_ptr<const acl::TokenAuthenticator> tokens;  // replaced on reload (SIGHUP)
   // Every Tensor capability is made here, so call() can find the entry behind
   // a capability a client passes back.
@@ -55,6 +58,10 @@ class ServerState final : private kj::TaskSet::ErrorHandler {
 
   // Fills DaemonInfo (memory from the engine plus registry counts).
   void fillInfo(proto::DaemonInfo::Builder info) const;
+
+  // Writes one audit line: principal ("" shown as "-"), peer, action, resource, reason.
+  void auditDenial(std::string_view principal, std::string_view peer, std::string_view action,
+                   std::string_view resource, std::string_view reason) const;
 
  private:
   void taskFailed(kj::Exception&& exception) override;
@@ -98,8 +105,18 @@ class SessionState {
 
   // The one authorization choke point: every op call and tensor access of
   // this session passes here before anything is enqueued or changed. Throws
-  // FAILED "permission denied: ..." (and logs it) when the policy says no.
-  void authorize(acl::Action action, std::string_view resource) const;
+  // FAILED "permission denied: principal 'bob' may not call op 'matmul'
+  // (category @linalg): ..." (and writes an audit line) when the policy says no.
+  // `category` is the op's category for kCallOp.
+  void authorize(acl::Action action, std::string_view resource, std::string_view category = {}) const;
+
+  // Like authorize, but returns false instead of throwing, so the caller can
+  // answer exactly as for a name that does not exist (restore, delete). The
+  // denial is still audited.
+  bool authorizeHidden(acl::Action action, std::string_view resource) const;
+
+  // The policy's answer, with no logging (filtering listings).
+  bool permits(acl::Action action, std::string_view resource) const;
 
   CallGuard enterCall(std::string_view method) const { return ConnectionState::enterCall(connection, method); }
   ServerState& server() const { return connection->server; }

@@ -57,9 +57,9 @@ kj::Promise<void> SessionImpl::call(CallContext context) {
   ServerState& server = session_->server();
   auto params = context.getParams();
   const std::string op = params.getOp();
-  session_->authorize(acl::Action::kCallOp, op);
   const compute::OpSpec* spec = server.engine.ops().find(op);
   if (spec == nullptr) kj::throwFatalException(unimplemented("unknown op '" + op + "'"));
+  session_->authorize(acl::Action::kCallOp, op, spec->category);
   compute::Attrs attrs =
       mapComputeErrors([&] { return compute::validateAttrs(*spec, attrsFromWire(params.getAttrs(), op)); });
 
@@ -77,11 +77,12 @@ kj::Promise<void> SessionImpl::call(CallContext context) {
     std::vector<compute::TensorView> inputViews;
     for (size_t i = 0; i < impls.size(); ++i) {
       const TensorEntry& entry = *impls[i]->entry();
-      session->authorize(acl::Action::kReadTensor, entry.label());
+      const std::string resource = impls[i]->resource();
+      session->authorize(acl::Action::kReadTensor, resource);
       // An op that writes an input in place needs write access to it as well.
       if (!spec->inputs.empty() && std::find(spec->mutates.begin(), spec->mutates.end(), spec->inputName(i)) !=
                                        spec->mutates.end()) {
-        session->authorize(acl::Action::kWriteTensor, entry.label());
+        session->authorize(acl::Action::kWriteTensor, resource);
       }
       checkNotFailed(entry);
       descs.push_back(entry.desc);

@@ -55,10 +55,12 @@ kj::Promise<void> SessionImpl::upload(UploadContext context) {
 kj::Promise<void> SessionImpl::restore(RestoreContext context) {
   auto guard = session_->enterCall("restore");
   const std::string name = context.getParams().getName();
-  session_->authorize(acl::Action::kRestoreTensor, name);
-  auto entry = session_->server().registry.findNamed(name);
+  // A name the caller may not read looks exactly like one that does not exist.
+  auto entry = session_->authorizeHidden(acl::Action::kRestoreTensor, name)
+                   ? session_->server().registry.findNamed(name)
+                   : nullptr;
   if (!entry) kj::throwFatalException(failed("restore: no tensor named '" + name + "'"));
-  context.getResults().setTensor(TensorImpl::makeCap(session_, std::move(entry)));
+  context.getResults().setTensor(TensorImpl::makeCap(session_, std::move(entry), name));
   return kj::READY_NOW;
 }
 
@@ -68,9 +70,18 @@ kj::Promise<void> SessionImpl::listTensors(ListTensorsContext context) {
   const Registry& registry = session_->server().registry;
   const auto named = registry.named();
   const auto unnamed = registry.unnamedOfSession(session_->id);
-  auto list = context.getResults().initTensors(capnp::uint(named.size() + unnamed.size()));
+  // Only names the caller may read (restore) show.
+  std::vector<bool> shown(named.size());
+  size_t count = unnamed.size();
+  for (size_t k = 0; k < named.size(); ++k) {
+    shown[k] = session_->permits(acl::Action::kRestoreTensor, named[k].first);
+    count += shown[k] ? 1 : 0;
+  }
+  auto list = context.getResults().initTensors(capnp::uint(count));
   capnp::uint i = 0;
-  for (const auto& [name, entry] : named) fillTensorInfo(list[i++], *entry, name);
+  for (size_t k = 0; k < named.size(); ++k) {
+    if (shown[k]) fillTensorInfo(list[i++], *named[k].second, named[k].first);
+  }
   for (const auto& entry : unnamed) fillTensorInfo(list[i++], *entry, "");
   return kj::READY_NOW;
 }
@@ -78,8 +89,7 @@ kj::Promise<void> SessionImpl::listTensors(ListTensorsContext context) {
 kj::Promise<void> SessionImpl::deleteTensor(DeleteTensorContext context) {
   auto guard = session_->enterCall("deleteTensor");
   const std::string name = context.getParams().getName();
-  session_->authorize(acl::Action::kDeleteTensor, name);
-  if (!session_->server().registry.remove(name)) {
+  if (!session_->authorizeHidden(acl::Action::kDeleteTensor, name) || !session_->server().registry.remove(name)) {
     kj::throwFatalException(failed("delete: no tensor named '" + name + "'"));
   }
   session_->server().log.debug("{} deleted '{}'", session_->principal.name, name);

@@ -23,13 +23,13 @@ void checkNotFailed(const TensorEntry& entry) {
 }
 
 proto::Tensor::Client TensorImpl::makeCap(const std::shared_ptr<SessionState>& session,
-                                          std::shared_ptr<TensorEntry> entry) {
-  return session->server().tensorCaps.add(kj::heap<TensorImpl>(session, std::move(entry)));
+                                          std::shared_ptr<TensorEntry> entry, std::string via) {
+  return session->server().tensorCaps.add(kj::heap<TensorImpl>(session, std::move(entry), std::move(via)));
 }
 
 kj::Promise<void> TensorImpl::info(InfoContext context) {
   auto guard = session_->enterCall("info");
-  session_->authorize(acl::Action::kReadTensor, entry_->label());
+  session_->authorize(acl::Action::kReadTensor, resource());
   const std::string name = entry_->names.empty() ? std::string() : *entry_->names.begin();
   fillTensorInfo(context.getResults().initInfo(), *entry_, name);
   return kj::READY_NOW;
@@ -37,7 +37,7 @@ kj::Promise<void> TensorImpl::info(InfoContext context) {
 
 kj::Promise<void> TensorImpl::download(DownloadContext context) {
   auto guard = session_->enterCall("download");
-  session_->authorize(acl::Action::kReadTensor, entry_->label());
+  session_->authorize(acl::Action::kReadTensor, resource());
   checkNotFailed(*entry_);
   auto params = context.getParams();
   const uint64_t size = entry_->bytes();
@@ -65,10 +65,7 @@ kj::Promise<void> TensorImpl::save(SaveContext context) {
   session_->authorize(acl::Action::kSaveTensor, name);
   checkNotFailed(*entry_);
   ServerState& server = session_->server();
-  // Replacing a name takes it from the tensor holding it: that is a delete.
-  if (params.getOverwrite() && server.registry.findNamed(name) != nullptr) {
-    session_->authorize(acl::Action::kDeleteTensor, name);
-  }
+  // Replacing a name (overwrite) needs no more than saving under it: w.
   if (!server.registry.save(entry_, name, params.getOverwrite())) {
     kj::throwFatalException(
         failed("save: a tensor named '" + name + "' already exists; pass overwrite to replace it or delete it first"));

@@ -6,6 +6,7 @@
 // Threads: the event-loop thread only.
 
 #include <memory>
+#include <string>
 
 #include "protocol/tensord.capnp.h"
 #include "server/registry.h"
@@ -15,14 +16,19 @@ namespace tensord::server {
 
 class TensorImpl final : public proto::Tensor::Server {
  public:
-  TensorImpl(std::shared_ptr<SessionState> session, std::shared_ptr<TensorEntry> entry)
-      : session_(std::move(session)), entry_(std::move(entry)) {}
+  TensorImpl(std::shared_ptr<SessionState> session, std::shared_ptr<TensorEntry> entry, std::string via = {})
+      : session_(std::move(session)), entry_(std::move(entry)), via_(std::move(via)) {}
 
   // A new capability for `entry`, made through the daemon's capability set.
+  // `via`: the name the session restored it by ("" when the session made it).
   static proto::Tensor::Client makeCap(const std::shared_ptr<SessionState>& session,
-                                       std::shared_ptr<TensorEntry> entry);
+                                       std::shared_ptr<TensorEntry> entry, std::string via = {});
 
   const std::shared_ptr<TensorEntry>& entry() const { return entry_; }
+
+  // What access checks name: the name this capability was reached through,
+  // else "#<id>" (a tensor the session made itself).
+  std::string resource() const { return via_.empty() ? "#" + std::to_string(entry_->id) : via_; }
 
  protected:
   kj::Promise<void> info(InfoContext context) override;
@@ -32,6 +38,7 @@ class TensorImpl final : public proto::Tensor::Server {
  private:
   std::shared_ptr<SessionState> session_;
   std::shared_ptr<TensorEntry> entry_;
+  std::string via_;
 };
 
 // Fills one TensorInfo row; `name` overrides the entry's label for listings.

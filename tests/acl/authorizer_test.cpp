@@ -9,8 +9,9 @@ TEST(AuthorizerTest, DefaultPolicyAllowsEverything) {
   Authorizer authorizer;
   const Principal alice{"alice"};
   for (Action action : {Action::kCallOp, Action::kReadTensor, Action::kWriteTensor, Action::kDeleteTensor,
-                        Action::kSaveTensor, Action::kRestoreTensor, Action::kListTensors}) {
-    Decision d = authorizer.check(alice, action, "x");
+                        Action::kSaveTensor, Action::kRestoreTensor, Action::kListTensors, Action::kAdminReload,
+                        Action::kAdminUsage}) {
+    Decision d = authorizer.check(alice, {action, "x"});
     EXPECT_TRUE(d.allowed) << actionName(action);
     EXPECT_TRUE(d.reason.empty());
   }
@@ -19,9 +20,9 @@ TEST(AuthorizerTest, DefaultPolicyAllowsEverything) {
 // A policy that denies one action, to show the hook carries denials and reasons.
 class DenyDeletes final : public Policy {
  public:
-  Decision decide(const Principal& principal, Action action, std::string_view resource) const override {
-    if (action == Action::kDeleteTensor) {
-      return Decision::deny("'" + principal.name + "' lacks delete on '" + std::string(resource) + "'");
+  Decision decide(const Principal& principal, const Request& request) const override {
+    if (request.action == Action::kDeleteTensor) {
+      return Decision::deny("'" + principal.name + "' lacks delete on '" + std::string(request.resource) + "'");
     }
     return Decision::allow();
   }
@@ -30,12 +31,12 @@ class DenyDeletes final : public Policy {
 TEST(AuthorizerTest, SwappedPolicyDeniesWithReason) {
   Authorizer authorizer;
   authorizer.setPolicy(std::make_shared<DenyDeletes>());
-  Decision d = authorizer.check(Principal{"bob"}, Action::kDeleteTensor, "weights");
+  Decision d = authorizer.check(Principal{"bob"}, {Action::kDeleteTensor, "weights"});
   EXPECT_FALSE(d.allowed);
   EXPECT_EQ(d.reason, "'bob' lacks delete on 'weights'");
-  EXPECT_TRUE(authorizer.check(Principal{"bob"}, Action::kCallOp, "add").allowed);
+  EXPECT_TRUE(authorizer.check(Principal{"bob"}, {Action::kCallOp, "add", "elementwise"}).allowed);
   authorizer.setPolicy(std::make_shared<PermissivePolicy>());
-  EXPECT_TRUE(authorizer.check(Principal{"bob"}, Action::kDeleteTensor, "weights").allowed);
+  EXPECT_TRUE(authorizer.check(Principal{"bob"}, {Action::kDeleteTensor, "weights"}).allowed);
 }
 
 TEST(AuthorizerTest, NullPolicyIsRefused) {
@@ -51,6 +52,8 @@ TEST(AuthorizerTest, ActionNames) {
   EXPECT_EQ(actionName(Action::kSaveTensor), "save");
   EXPECT_EQ(actionName(Action::kRestoreTensor), "restore");
   EXPECT_EQ(actionName(Action::kListTensors), "list");
+  EXPECT_EQ(actionName(Action::kAdminReload), "admin:reload");
+  EXPECT_EQ(actionName(Action::kAdminUsage), "admin:usage");
 }
 
 }  // namespace

@@ -27,6 +27,28 @@ std::string usageErrorOf(const std::vector<std::string>& args) {
   return "no error";
 }
 
+TEST(CliArgs, TlsFilesFromFlagsOrEnvironment) {
+  Options o = parse({"info"});
+  EXPECT_EQ(o.caFile, "");
+  EXPECT_EQ(o.certFile, "");
+  o = parse({"--connect", "tls://h:1", "--ca", "ca.pem", "info"});
+  EXPECT_EQ(o.address, "tls://h:1");
+  EXPECT_EQ(o.caFile, "ca.pem");
+  EXPECT_EQ(o.token, kDefaultToken);  // no certificate: the token as before
+  // A certificate and no token: authenticate with the certificate.
+  o = parse({"--cert=c.pem", "--key", "c.key", "info"}, {{"TENSORD_CA", "env-ca.pem"}});
+  EXPECT_EQ(o.caFile, "env-ca.pem");
+  EXPECT_EQ(o.certFile, "c.pem");
+  EXPECT_EQ(o.keyFile, "c.key");
+  EXPECT_EQ(o.token, "");
+  o = parse({"info"}, {{"TENSORD_CERT", "e.pem"}, {"TENSORD_KEY", "e.key"}, {"TENSORD_TOKEN", "t"}});
+  EXPECT_EQ(o.certFile, "e.pem");
+  EXPECT_EQ(o.token, "t");  // a token still wins
+  EXPECT_EQ(usageErrorOf({"--cert", "c.pem", "info"}), "--cert needs --key (or $TENSORD_KEY) too");
+  EXPECT_EQ(usageErrorOf({"--key", "c.key", "info"}), "--key needs --cert (or $TENSORD_CERT) too");
+  EXPECT_EQ(usageErrorOf({"--ca", "", "info"}), "--ca needs a file name");
+}
+
 TEST(CliArgs, DefaultsThenEnvThenFlags) {
   Options o = parse({"info"});
   EXPECT_EQ(o.address, kDefaultAddress);

@@ -46,7 +46,7 @@ DaemonProcess::DaemonProcess(DaemonOptions options) : options_(std::move(options
   dir_ = tmpl;
 
   nlohmann::json config = {
-      {"listen", "127.0.0.1:0"},
+      {"listen", options_.listen},
       {"state_dir", (dir_ / "state").string()},
       {"cache_dir", (dir_ / "cache").string()},
       {"log_level", options_.logLevel},
@@ -58,7 +58,7 @@ DaemonProcess::DaemonProcess(DaemonOptions options) : options_(std::move(options
   std::ofstream(configPath_) << config.dump(2) << "\n";
 
   process_ = std::make_unique<Subprocess>(
-      std::vector<std::string>{options_.binary.string(), "--config", configPath_.string(), "--listen", "127.0.0.1:0"});
+      std::vector<std::string>{options_.binary.string(), "--config", configPath_.string(), "--listen", options_.listen});
 
   // Read lines until the address appears (or the daemon exits / time runs out).
   const std::string marker = "listening on ";
@@ -113,6 +113,10 @@ void DaemonProcess::drain() {
     std::lock_guard lock(mu_);
     log_.append(buf, size_t(n));
   }
+}
+
+void DaemonProcess::signal(int sig) {
+  if (!stopped_) process_->signal(sig);
 }
 
 std::string DaemonProcess::log() const {

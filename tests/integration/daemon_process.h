@@ -25,6 +25,7 @@ struct DaemonOptions {
   std::string principal = "tester";
   std::string token = "integration-test-token";
   std::string logLevel = "info";
+  std::string listen = "127.0.0.1:0";  // the config's listen and the --listen flag
   nlohmann::json limits = nlohmann::json::object();  // merged into the config's "limits"
   nlohmann::json extra = nlohmann::json::object();   // merged into the config's top level
   std::chrono::milliseconds startTimeout = std::chrono::seconds(90);
@@ -50,6 +51,7 @@ class DaemonProcess {
   // exit within the timeout (it is then killed).
   std::optional<int> stop(std::chrono::milliseconds timeout = std::chrono::seconds(60));
   bool running() const { return !stopped_; }
+  void signal(int sig);  // e.g. SIGHUP to reload
 
  private:
   void drain();  // background thread body

@@ -293,5 +293,57 @@ TEST(ConfigTest, MissingFileIsReported) {
   }
 }
 
+TEST(ConfigTest, TlsKeysParseAndResolveAgainstTheConfigDirectory) {
+  Config c = parseConfig(withAuth(R"("listen": "0.0.0.0:7450", "auth_timeout_ms": 2500, "state_dir": "s", "cache_dir": "c",
+      "tls": {"cert_file": "server.pem", "key_file": "/etc/tensord/server.key", "client_ca_file": "ca.pem"})"));
+  ASSERT_TRUE(c.tls.has_value());
+  EXPECT_EQ(c.tls->clientAuth, ClientAuth::kRequired);  // the default once client_ca_file is set
+  EXPECT_EQ(c.authTimeoutMs, 2500u);
+  resolveDirectories(c, "/srv/tensord", [](const char*) { return std::optional<std::string>(); });
+  EXPECT_EQ(c.tls->certFile, "/srv/tensord/server.pem");
+  EXPECT_EQ(c.tls->keyFile, "/etc/tensord/server.key");
+  EXPECT_EQ(c.tls->clientCaFile, "/srv/tensord/ca.pem");
+
+  Config defaults = parseConfig(withAuth(""));
+  EXPECT_FALSE(defaults.tls.has_value());
+  EXPECT_EQ(defaults.authTimeoutMs, 10000u);
+  Config optional = parseConfig(withAuth(
+      R"("tls": {"cert_file": "s.pem", "key_file": "s.key", "client_ca_file": "ca.pem", "client_auth": "optional"})"));
+  EXPECT_EQ(optional.tls->clientAuth, ClientAuth::kOptional);
+}
+
+TEST(ConfigTest, TlsErrorsNameTheKey) {
+  EXPECT_TRUE(startsWith(errorOf(withAuth(R"("tls": {"cert_file": "s.pem"})")), "tls.key_file: is required"));
+  EXPECT_TRUE(startsWith(errorOf(withAuth(R"("tls": {"key_file": "s.key"})")), "tls.cert_file: is required"));
+  EXPECT_TRUE(startsWith(errorOf(withAuth(R"("tls": {"cert_file": "s", "key_file": "k", "client_auth": "always"})")),
+                         "tls.client_auth: expected one of none, optional, required"));
+  EXPECT_TRUE(startsWith(errorOf(withAuth(R"("tls": {"cert_file": "s", "key_file": "k", "client_auth": "required"})")),
+                         "tls.client_auth: \"required\" needs tls.client_ca_file"));
+  EXPECT_TRUE(startsWith(errorOf(withAuth(R"("tls": {"cert_file": "s", "key_file": "k", "ciphers": "x"})")),
+                         "tls.ciphers: unknown key"));
+  EXPECT_TRUE(startsWith(errorOf(withAuth(R"("auth_timeout_ms": 0)")), "auth_timeout_ms: expected an integer from 1"));
+}
+
+TEST(ConfigTest, CertificateMappingsNeedMutualTls) {
+  const std::string tls = R"("tls": {"cert_file": "s", "key_file": "k", "client_ca_file": "ca"}, )";
+  const std::string mapping = R"("certificates": [{"subject": "alice", "principal": "a"}])";
+  const std::string auth = R"("auth": {"tokens": [{"principal": "p", "token_sha256": ")" + kHash + R"("}], )";
+  Config c = parseConfig("{" + tls + auth + mapping + "}}");
+  ASSERT_EQ(c.certificates.size(), 1u);
+  EXPECT_EQ(c.certificates[0].subject, "alice");
+  EXPECT_EQ(c.certificates[0].principal, "a");
+  EXPECT_TRUE(startsWith(errorOf("{" + auth + mapping + "}}"), "auth.certificates: needs tls.client_ca_file"));
+  EXPECT_TRUE(startsWith(
+      errorOf("{" + tls + auth + R"("certificates": [{"subject": "alice"}]}})"), "auth.certificates[0].principal: is required"));
+  EXPECT_TRUE(startsWith(errorOf("{" + tls + auth +
+                                 R"("certificates": [{"subject": "a", "principal": "x"}, {"subject": "a", "principal": "y"}]}})"),
+                         "auth.certificates[1].subject: \"a\" is already mapped"));
+}
+
+TEST(ConfigTest, TlsAllowsANonLoopbackListenAddress) {
+  EXPECT_EQ(errorOf(withAuth(R"("listen": "0.0.0.0:7450", "tls": {"cert_file": "s", "key_file": "k"})")), "");
+  EXPECT_TRUE(startsWith(errorOf(withAuth(R"("listen": "0.0.0.0:7450")")), "listen: plain TCP"));
+}
+
 }  // namespace
 }  // namespace tensord::server

@@ -137,8 +137,15 @@ class Tensor {
 };
 
 struct ConnectOptions {
-  std::string address{kDefaultAddress};  // HOST:PORT
+  // HOST:PORT (plain TCP) or tls://HOST:PORT (TLS 1.2+; the daemon's
+  // certificate must be valid for HOST: a DNS name or an IP address SAN).
+  std::string address{kDefaultAddress};
+  // Bearer token. Set it to "" to authenticate with the client certificate
+  // (certFile) instead: the daemon maps the certificate to a principal.
   std::string token{kDefaultToken};
+  std::string caFile;    // PEM CA(s) trusted for the daemon's certificate; "" = the system trust store
+  std::string certFile;  // PEM client certificate (chain) for mutual TLS; "" = none
+  std::string keyFile;   // its PEM private key (unencrypted)
 };
 
 class Client {

@@ -1,0 +1,30 @@
+#pragma once
+// The access policy and the audit log as the daemon sets them up from its
+// config (policy_file, audit_log).
+
+#include <memory>
+#include <string>
+
+#include "acl/authorizer.h"
+#include "server/config.h"
+
+namespace spdlog {
+class logger;
+}
+
+namespace tensord::server {
+
+// config.policyFile (already resolved) as a JsonPolicy, or a PermissivePolicy
+// when the config names none. Throws acl::PolicyError whose message names the
+// file and the key path ("/etc/tensord/policy.json: roles.x.rules[2]: ...").
+std::shared_ptr<const acl::Policy> loadPolicy(const Config& config);
+
+// One line for the log saying which policy is in force.
+std::string describePolicy(const Config& config, const acl::Policy& policy);
+
+// The audit logger: config.auditLog (appended to, one line per event, flushed
+// at once), or a logger named "audit" sharing `main`'s sinks. Throws
+// std::runtime_error naming audit_log when the file cannot be opened.
+std::shared_ptr<spdlog::logger> makeAuditLogger(const Config& config, const std::shared_ptr<spdlog::logger>& main);
+
+}  // namespace tensord::server

@@ -1,0 +1,167 @@
+#include "server/tls.h"
+
+#include <kj/compat/tls.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <optional>
+#include <sstream>
+
+namespace tensord::server {
+namespace {
+
+// KJ keeps the SSL_CTX of a TlsContext and the X509 of a TlsPeerIdentity
+// private. Explicit instantiation may name private members, so these reach
+// them without relying on the class layout: "optional" client_auth needs
+// SSL_VERIFY_PEER without FAIL_IF_NO_PEER_CERT (KJ offers only "required"),
+// and identity mapping needs the SANs (KJ offers only the CN).
+template <typename Tag, typename Tag::type Member>
+struct Expose {
+  friend typename Tag::type member(Tag) { return Member; }
+};
+struct ContextCtx {
+  using type = void* kj::TlsContext::*;
+  friend type member(ContextCtx);
+};
+struct PeerCert {
+  using type = void* kj::TlsPeerIdentity::*;
+  friend type member(PeerCert);
+};
+template struct Expose<ContextCtx, &kj::TlsContext::ctx>;
+template struct Expose<PeerCert, &kj::TlsPeerIdentity::cert>;
+
+[[noreturn]] void fail(std::string_view key, const std::string& problem) {
+  throw ConfigError(std::string(key) + ": " + problem);
+}
+
+std::string readFile(const std::filesystem::path& path, std::string_view key) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(key, "cannot open " + path.string() + ": " + std::strerror(errno));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::string kjMessage(const kj::Exception& e) {
+  std::string text = e.getDescription().cStr();
+  // KJ's "OpenSSL error; message = error:...:reason" -> the reason.
+  if (size_t at = text.find("message = "); at != std::string::npos) text = text.substr(at + 10);
+  return text;
+}
+
+// One TlsCertificate per PEM block: KJ trusts only the first certificate of each.
+std::vector<kj::TlsCertificate> readCertificates(const std::filesystem::path& path, std::string_view key) {
+  const std::string text = readFile(path, key);
+  constexpr std::string_view kEnd = "-----END CERTIFICATE-----";
+  std::vector<kj::TlsCertificate> out;
+  size_t pos = 0;
+  for (;;) {
+    size_t begin = text.find("-----BEGIN CERTIFICATE-----", pos);
+    if (begin == std::string::npos) break;
+    size_t end = text.find(kEnd, begin);
+    if (end == std::string::npos) break;
+    end += kEnd.size();
+    std::string block = text.substr(begin, end - begin) + "\n";
+    try {
+      out.emplace_back(kj::StringPtr(block.c_str(), block.size()));
+    } catch (const kj::Exception& e) {
+      fail(key, path.string() + ": not a valid PEM certificate: " + kjMessage(e));
+    }
+    pos = end;
+  }
+  if (out.empty()) fail(key, path.string() + " holds no PEM certificate (-----BEGIN CERTIFICATE-----)");
+  return out;
+}
+
+}  // namespace
+
+struct ServerTls::Impl {
+  std::optional<kj::TlsKeypair> keypair;
+  std::vector<kj::TlsCertificate> clientCas;
+  kj::Own<kj::TlsContext> context;
+};
+
+ServerTls::ServerTls(const TlsConfig& config) : impl_(std::make_unique<Impl>()) {
+  const std::string chain = readFile(config.certFile, "tls.cert_file");
+  const std::string key = readFile(config.keyFile, "tls.key_file");
+  std::optional<kj::TlsCertificate> certificate;
+  try {
+    certificate.emplace(kj::StringPtr(chain.c_str(), chain.size()));
+  } catch (const kj::Exception& e) {
+    fail("tls.cert_file", config.certFile.string() + ": not a PEM certificate chain: " + kjMessage(e));
+  }
+  std::optional<kj::TlsPrivateKey> privateKey;
+  try {
+    privateKey.emplace(kj::StringPtr(key.c_str(), key.size()));
+  } catch (const kj::Exception& e) {
+    fail("tls.key_file", config.keyFile.string() + ": not an unencrypted PEM private key: " + kjMessage(e));
+  }
+  impl_->keypair.emplace(kj::TlsKeypair{*privateKey, *certificate});
+  if (config.clientAuth != ClientAuth::kNone) {
+    impl_->clientCas = readCertificates(config.clientCaFile, "tls.client_ca_file");
+  }
+
+  kj::TlsContext::Options options;
+  options.useSystemTrustStore = false;  // clients are trusted only through tls.client_ca_file
+  options.minVersion = kj::TlsVersion::TLS_1_2;
+  options.defaultKeypair = *impl_->keypair;
+  options.trustedCertificates = kj::ArrayPtr<const kj::TlsCertificate>(impl_->clientCas.data(), impl_->clientCas.size());
+  options.verifyClients = config.clientAuth == ClientAuth::kRequired;
+  try {
+    impl_->context = kj::heap<kj::TlsContext>(kj::mv(options));
+  } catch (const kj::Exception& e) {
+    // Most likely the key does not belong to the certificate.
+    fail("tls.key_file", "cannot use " + config.keyFile.string() + " with " + config.certFile.string() + ": " +
+                             kjMessage(e));
+  }
+  auto* ctx = static_cast<SSL_CTX*>((*impl_->context).*member(ContextCtx{}));
+  if (config.clientAuth == ClientAuth::kOptional) SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
+  // Without a session id context OpenSSL refuses to resume sessions of verified clients.
+  static const unsigned char kSessionContext[] = "tensord";
+  SSL_CTX_set_session_id_context(ctx, kSessionContext, sizeof(kSessionContext) - 1);
+}
+
+ServerTls::~ServerTls() = default;
+
+kj::Promise<kj::AuthenticatedStream> ServerTls::accept(kj::AuthenticatedStream stream) {
+  return impl_->context->wrapServer(kj::mv(stream));
+}
+
+std::vector<std::string> certificateNames(kj::PeerIdentity& identity) {
+  auto* tls = dynamic_cast<kj::TlsPeerIdentity*>(&identity);
+  if (tls == nullptr || !tls->hasCertificate()) return {};
+  auto* cert = static_cast<X509*>(tls->*member(PeerCert{}));
+  std::vector<std::string> names;
+  auto add = [&names](const unsigned char* data, int length) {
+    if (data == nullptr || length <= 0) return;
+    std::string name(reinterpret_cast<const char*>(data), size_t(length));
+    if (name.find('\0') != std::string::npos) return;  // never match a name with an embedded NUL
+    names.push_back(std::move(name));
+  };
+  X509_NAME* subject = X509_get_subject_name(cert);
+  for (int i = X509_NAME_get_index_by_NID(subject, NID_commonName, -1); i >= 0;
+       i = X509_NAME_get_index_by_NID(subject, NID_commonName, i)) {
+    unsigned char* utf8 = nullptr;
+    int length = ASN1_STRING_to_UTF8(&utf8, X509_NAME_ENTRY_get_data(X509_NAME_get_entry(subject, i)));
+    if (length >= 0) add(utf8, length);
+    OPENSSL_free(utf8);
+  }
+  auto* sans = static_cast<GENERAL_NAMES*>(X509_get_ext_d2i(cert, NID_subject_alt_name, nullptr, nullptr));
+  if (sans != nullptr) {
+    for (int i = 0; i < sk_GENERAL_NAME_num(sans); ++i) {
+      const GENERAL_NAME* san = sk_GENERAL_NAME_value(sans, i);
+      if (san->type == GEN_DNS || san->type == GEN_EMAIL) {
+        const ASN1_IA5STRING* text = san->type == GEN_DNS ? san->d.dNSName : san->d.rfc822Name;
+        add(ASN1_STRING_get0_data(text), ASN1_STRING_length(text));
+      }
+    }
+    GENERAL_NAMES_free(sans);
+  }
+  return names;
+}
+
+}  // namespace tensord::server
