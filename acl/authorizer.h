@@ -65,9 +65,10 @@ class Authorizer {
 
   Decision check(const Principal& principal, const Request& request) const;
   void setPolicy(std::shared_ptr<const Policy> policy);
+  // The policy in force now (never null).
+  std::shared_ptr<const Policy> current() const;
 
  private:
-  std::shared_ptr<const Policy> current() const;
 
   mutable std::mutex mutex_;
   std::shared_ptr<const Policy> policy_;  // guarded by mutex_

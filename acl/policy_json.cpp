@@ -226,6 +226,7 @@ std::shared_ptr<const JsonPolicy> JsonPolicy::parse(std::string_view jsonText) {
           auto it = roles.find(list[i].get<std::string>());
           if (it == roles.end()) fail(roleKey, "unknown role '" + list[i].get<std::string>() + "' (not under roles)");
           entry.rules.insert(entry.rules.end(), it->second.begin(), it->second.end());
+          entry.roles.push_back(it->first);
         }
       }
       auto own = parseRules(principal, key, "principal '" + name + "'");
@@ -255,6 +256,11 @@ std::optional<Quotas> JsonPolicy::quotas(std::string_view principal) const {
   auto it = principals_.find(principal);
   if (it == principals_.end()) return std::nullopt;
   return it->second.quotas;
+}
+
+std::vector<std::string> JsonPolicy::roles(std::string_view principal) const {
+  auto it = principals_.find(principal);
+  return it == principals_.end() ? std::vector<std::string>{} : it->second.roles;
 }
 
 Decision JsonPolicy::decide(const Principal& principal, const Request& request) const {

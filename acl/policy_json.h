@@ -69,6 +69,8 @@ class JsonPolicy final : public Policy {
 
   // The principal's quotas; nullopt when the policy does not name it.
   std::optional<Quotas> quotas(std::string_view principal) const;
+  // The principal's roles as listed; empty when the policy does not name it.
+  std::vector<std::string> roles(std::string_view principal) const;
 
   size_t principalCount() const { return principals_.size(); }
   size_t roleCount() const { return roleCount_; }
@@ -79,6 +81,7 @@ class JsonPolicy final : public Policy {
   struct Entry {
     std::vector<Rule> rules;
     Quotas quotas;
+    std::vector<std::string> roles;
   };
   std::map<std::string, Entry, std::less<>> principals_;
   size_t roleCount_ = 0;

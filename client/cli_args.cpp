@@ -2,7 +2,12 @@
 
 #include "client/cli_args.h"
 
+#include <sys/stat.h>
+
 #include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <optional>
 #include <string_view>
@@ -22,7 +27,8 @@ struct CommandShape {
 const std::map<std::string, CommandShape, std::less<>>& commands() {
   static const std::map<std::string, CommandShape, std::less<>> table = {
       {"info", {0, 0, "info"}},
-      {"whoami", {0, 0, "whoami"}},
+      {"whoami", {0, 0, "whoami [--json]"}},
+      {"admin", {1, 1, "admin reload"}},
       {"ops", {0, 1, "ops [NAME] [--json]"}},
       {"put", {2, 2, "put NAME FILE.npy"}},
       {"get", {2, 2, "get NAME FILE.npy"}},
@@ -45,7 +51,66 @@ void splitInto(std::vector<std::string>& out, std::string_view list) {
   }
 }
 
+std::string trim(std::string_view s) {
+  size_t b = s.find_first_not_of(" \t\r");
+  if (b == std::string_view::npos) return "";
+  size_t e = s.find_last_not_of(" \t\r");
+  return std::string(s.substr(b, e - b + 1));
+}
+
 }  // namespace
+
+std::filesystem::path credentialsPath(const std::function<const char*(const char*)>& env) {
+  if (const char* xdg = env("XDG_CONFIG_HOME"); xdg && *xdg) return std::filesystem::path(xdg) / "tensord" / "credentials";
+  if (const char* home = env("HOME"); home && *home) {
+    return std::filesystem::path(home) / ".config" / "tensord" / "credentials";
+  }
+  return {};
+}
+
+std::optional<Credentials> readCredentials(const std::filesystem::path& path) {
+  if (path.empty()) return std::nullopt;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return std::nullopt;  // no file: nothing to use
+  if ((st.st_mode & 077) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", unsigned(st.st_mode & 07777));
+    throw UsageError(path.string() + ": credentials file is accessible by group or others (mode " + mode +
+                     "); refusing to use it: run chmod 600 " + path.string());
+  }
+  std::ifstream in(path);
+  if (!in) throw UsageError(path.string() + ": cannot read the credentials file");
+  Credentials out;
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    std::string text = trim(line);
+    if (text.empty() || text[0] == '#') continue;
+    const std::string where = path.string() + ":" + std::to_string(number) + ": ";
+    size_t eq = text.find('=');
+    if (eq == std::string::npos) throw UsageError(where + "expected 'key = value', got '" + text + "'");
+    std::string key = trim(std::string_view(text).substr(0, eq));
+    std::string value = trim(std::string_view(text).substr(eq + 1));
+    if (value.empty()) throw UsageError(where + "'" + key + "' needs a value");
+    auto file = [&] {  // relative file names are relative to the credentials file
+      std::filesystem::path p(value);
+      return p.is_absolute() ? value : (path.parent_path() / p).string();
+    };
+    if (key == "token") {
+      out.token = value;
+    } else if (key == "connect") {
+      out.connect = value;
+    } else if (key == "ca") {
+      out.ca = file();
+    } else if (key == "cert") {
+      out.cert = file();
+    } else if (key == "key") {
+      out.key = file();
+    } else {
+      throw UsageError(where + "unknown key '" + key + "' (expected token, connect, ca, cert or key)");
+    }
+  }
+  return out;
+}
 
 Options parseArgs(const std::vector<std::string>& args, const std::function<const char*(const char*)>& env) {
   Options options;
@@ -108,21 +173,37 @@ Options parseArgs(const std::vector<std::string>& args, const std::function<cons
     }
   }
 
+  // Each setting: the flag, else the environment, else the credentials file,
+  // else the default. The file is read only when something falls back to it.
+  auto set = [&](const char* variable) {
+    const char* v = env(variable);
+    return v && *v;
+  };
+  const bool needFile = !(haveConnect || set("TENSORD_ADDR")) || !(haveToken || set("TENSORD_TOKEN")) ||
+                        !(ca || set("TENSORD_CA")) || !(cert || set("TENSORD_CERT")) || !(key || set("TENSORD_KEY"));
+  Credentials file;
+  if (needFile && !options.help && !options.version) {
+    if (auto read = readCredentials(credentialsPath(env))) file = std::move(*read);
+  }
   if (haveConnect) {
     options.address = connect;
   } else if (const char* v = env("TENSORD_ADDR"); v && *v) {
     options.address = v;
+  } else if (file.connect) {
+    options.address = *file.connect;
   } else {
     options.address = std::string(kDefaultAddress);
   }
-  auto fromEnv = [&](std::optional<std::string>& flag, const char* variable) -> std::string {
+  auto fromEnv = [&](std::optional<std::string>& flag, const char* variable,
+                     const std::optional<std::string>& fromFile) -> std::string {
     if (flag) return *flag;
     const char* v = env(variable);
-    return v && *v ? std::string(v) : std::string();
+    if (v && *v) return std::string(v);
+    return fromFile.value_or(std::string());
   };
-  options.caFile = fromEnv(ca, "TENSORD_CA");
-  options.certFile = fromEnv(cert, "TENSORD_CERT");
-  options.keyFile = fromEnv(key, "TENSORD_KEY");
+  options.caFile = fromEnv(ca, "TENSORD_CA", file.ca);
+  options.certFile = fromEnv(cert, "TENSORD_CERT", file.cert);
+  options.keyFile = fromEnv(key, "TENSORD_KEY", file.key);
   if (options.certFile.empty() != options.keyFile.empty()) {
     throw UsageError(options.certFile.empty() ? "--key needs --cert (or $TENSORD_CERT) too"
                                               : "--cert needs --key (or $TENSORD_KEY) too");
@@ -131,6 +212,8 @@ Options parseArgs(const std::vector<std::string>& args, const std::function<cons
     options.token = token;
   } else if (const char* v = env("TENSORD_TOKEN"); v && *v) {
     options.token = v;
+  } else if (file.token) {
+    options.token = *file.token;
   } else if (!options.certFile.empty()) {
     options.token.clear();  // authenticate with the client certificate
   } else {
@@ -154,6 +237,9 @@ Options parseArgs(const std::vector<std::string>& args, const std::function<cons
   if (options.command != "call" && (!options.attrs.empty() || !options.outs.empty())) {
     throw UsageError(std::string(options.attrs.empty() ? "--out" : "--attr") + " is only valid for 'call'");
   }
+  if (options.command == "admin" && options.args[0] != "reload") {
+    throw UsageError("unknown admin command '" + options.args[0] + "' (usage: tensorctl admin reload)");
+  }
   if (options.command == "call" && options.outs.empty()) {
     throw UsageError("call needs --out NAME (the name to save the output under)");
   }
@@ -166,12 +252,16 @@ std::string usage() {
 
 Talks to a tensord daemon. HOST:PORT defaults to $TENSORD_ADDR, else )" +
          std::string(kDefaultAddress) + R"(;
-the token defaults to $TENSORD_TOKEN, else the shipped default credential (with
-a client certificate and no token: the certificate authenticates).
+the token defaults to $TENSORD_TOKEN, else the credentials file, else the
+shipped default credential (with a client certificate and no token: the
+certificate authenticates).
 
 commands:
   info                          daemon version, device, memory and counters
-  whoami                        the principal the token authenticates as
+  whoami [--json]               the principal the token authenticates as, its
+                                roles and its quota use
+  admin reload                  have the daemon re-read its tokens and policy
+                                (as SIGHUP does; needs the &admin:reload right)
   ops [--json]                  the ops the daemon offers: signature, dtypes, notes
                                 (view: shares its input's memory; writes X: in place)
   ops NAME [--json]             one op in full: inputs, attrs with defaults and docs,
@@ -197,6 +287,12 @@ options:
                                 ($TENSORD_CERT, $TENSORD_KEY)
   --json                        machine-readable output on stdout
   --help, --version
+
+credentials file: $XDG_CONFIG_HOME/tensord/credentials (default
+~/.config/tensord/credentials), mode 0600 or stricter, lines 'key = value':
+  token = TOKEN      connect = [tls://]HOST:PORT
+  ca = FILE          cert = FILE          key = FILE
+Flags beat environment variables, which beat the file.
 
 .npy dtypes: float32, float16, int32, int64, uint8, bool (little-endian, C order).
 

@@ -1,7 +1,9 @@
 #pragma once
 // tensorctl's command line, parsed by hand. Internal to tensorctl.
 
+#include <filesystem>
 #include <functional>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -16,7 +18,8 @@ class UsageError : public std::runtime_error {
 
 struct Options {
   std::string address;  // --connect, else $TENSORD_ADDR, else kDefaultAddress
-  std::string token;    // --token, else $TENSORD_TOKEN, else kDefaultToken ("" with a client certificate)
+  std::string token;    // --token, else $TENSORD_TOKEN, else the credentials file, else kDefaultToken
+                        // ("" with a client certificate)
   std::string caFile;    // --ca, else $TENSORD_CA
   std::string certFile;  // --cert, else $TENSORD_CERT
   std::string keyFile;   // --key, else $TENSORD_KEY
@@ -28,6 +31,21 @@ struct Options {
   std::vector<std::string> attrs;  // call: --attr key=value, in order
   std::vector<std::string> outs;   // call: --out names (repeated or comma-separated)
 };
+
+// ~/.config/tensord/credentials: `key = value` lines (token, connect, ca,
+// cert, key; '#' comments). Each setting applies only where neither its flag
+// nor its environment variable is given.
+struct Credentials {
+  std::optional<std::string> token, connect, ca, cert, key;
+};
+
+// $XDG_CONFIG_HOME/tensord/credentials, else $HOME/.config/tensord/credentials
+// ("" when neither variable is set).
+std::filesystem::path credentialsPath(const std::function<const char*(const char*)>& env);
+
+// nullopt when the file does not exist. Throws UsageError when it is
+// readable or writable by group or others, or does not parse.
+std::optional<Credentials> readCredentials(const std::filesystem::path& path);
 
 // Parses the arguments after argv[0]. `env` looks up environment variables
 // (std::getenv in tensorctl). Throws UsageError naming the problem.

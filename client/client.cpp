@@ -32,6 +32,23 @@ std::string Client::whoami() {
   });
 }
 
+SessionStatus Client::status() {
+  auto& conn = *impl_->conn;
+  return conn.guard([&] {
+    auto response = conn.session().statusRequest().send().wait(conn.waitScope());
+    SessionStatus out;
+    out.principal = response.getPrincipal().cStr();
+    for (auto role : response.getRoles()) out.roles.emplace_back(role.cStr());
+    for (auto q : response.getQuotas()) out.quotas.push_back({q.getName().cStr(), q.getLimit(), q.getUsed()});
+    return out;
+  });
+}
+
+void Client::adminReload() {
+  auto& conn = *impl_->conn;
+  conn.guard([&] { conn.session().adminReloadRequest().send().wait(conn.waitScope()); });
+}
+
 std::vector<OpInfo> Client::ops() { return impl_->conn->ops(); }
 
 Tensor Client::upload(DType dtype, Shape shape, std::span<const std::byte> data, const Progress& progress) {

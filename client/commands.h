@@ -31,6 +31,7 @@ class Connector {
 
 int cmdInfo(const Options& options, Connector& connector);
 int cmdWhoami(const Options& options, Connector& connector);
+int cmdAdmin(const Options& options, Connector& connector);
 int cmdOps(const Options& options, Connector& connector);
 int cmdLs(const Options& options, Connector& connector);
 int cmdRm(const Options& options, Connector& connector);

@@ -1,4 +1,4 @@
-// tensorctl info, whoami, ops, ls, rm.
+// tensorctl info, whoami, admin, ops, ls, rm.
 
 #include <algorithm>
 #include <cstdio>
@@ -44,11 +44,44 @@ int cmdInfo(const Options& options, Connector& connector) {
 }
 
 int cmdWhoami(const Options& options, Connector& connector) {
-  std::string principal = connector.client().whoami();
+  SessionStatus status;
+  try {
+    status = connector.client().status();
+  } catch (const Error& e) {
+    if (e.kind() != Error::Kind::kUnimplemented) throw;
+    status.principal = connector.client().whoami();  // a daemon before protocol 4
+  }
   if (options.json) {
-    printJson({{"principal", principal}});
+    auto quotas = nlohmann::json::array();
+    for (const auto& q : status.quotas) quotas.push_back({{"name", q.name}, {"limit", q.limit}, {"used", q.used}});
+    printJson({{"principal", status.principal}, {"roles", status.roles}, {"quotas", quotas}});
+    return 0;
+  }
+  std::printf("principal:  %s\n", status.principal.c_str());
+  std::string roles;
+  for (const auto& r : status.roles) roles += (roles.empty() ? "" : ", ") + r;
+  std::printf("roles:      %s\n", roles.empty() ? "-" : roles.c_str());
+  if (status.quotas.empty()) {
+    std::printf("quotas:     none\n");
+    return 0;
+  }
+  std::printf("\n");
+  std::vector<std::vector<std::string>> rows = {{"QUOTA", "USED", "LIMIT"}};
+  for (const auto& q : status.quotas) {
+    const bool bytes = q.name == "device_bytes" || q.name == "largest_tensor";
+    auto show = [&](uint64_t v) { return bytes ? humanBytes(v) : std::to_string(v); };
+    rows.push_back({q.name, show(q.used), show(q.limit)});
+  }
+  printTable(rows);
+  return 0;
+}
+
+int cmdAdmin(const Options& options, Connector& connector) {
+  connector.client().adminReload();  // args[0] is "reload" (cli_args checks)
+  if (options.json) {
+    printJson({{"reloaded", true}});
   } else {
-    std::printf("%s\n", principal.c_str());
+    std::printf("reloaded the daemon's tokens and policy\n");
   }
   return 0;
 }

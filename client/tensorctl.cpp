@@ -20,6 +20,7 @@ int dispatch(const Options& options) {
       {"info", tensord::cli::cmdInfo}, {"whoami", tensord::cli::cmdWhoami}, {"ops", tensord::cli::cmdOps},
       {"ls", tensord::cli::cmdLs},     {"rm", tensord::cli::cmdRm},         {"put", tensord::cli::cmdPut},
       {"get", tensord::cli::cmdGet},   {"call", tensord::cli::cmdCall},
+      {"admin", tensord::cli::cmdAdmin},
   };
   Connector connector(options);
   return commands.at(options.command)(options, connector);

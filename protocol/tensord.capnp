@@ -8,9 +8,10 @@
 
 $import "/capnp/c++.capnp".namespace("tensord::proto");
 
-const protocolVersion :UInt32 = 3;
+const protocolVersion :UInt32 = 4;
 # 2: OpSpec.inputSpecs/view/mutates/differentiable, DeviceInfo.dtypes, AttrType.scalar.
 # 3: Daemon.authenticateWithCertificate.
+# 4: Session.adminReload, Session.status, QuotaUse.
 
 # ---------------------------------------------------------------- data types
 
@@ -121,6 +122,12 @@ struct DaemonInfo {
   chunkBytes @6 :UInt32;   # preferred size of one upload/download chunk
 }
 
+struct QuotaUse {
+  name @0 :Text;           # policy quota key: "device_bytes", "tensor_count", "connections", ...
+  limit @1 :UInt64;        # from the policy
+  used @2 :UInt64;         # current use; 0 where the daemon does not measure it
+}
+
 struct TensorInfo {
   id @0 :UInt64;
   name @1 :Text;           # "" for an unnamed (ephemeral) tensor
@@ -189,4 +196,12 @@ interface Session {
   listTensors @6 () -> (tensors :List(TensorInfo));
   # Named tensors plus this session's live unnamed ones.
   deleteTensor @7 (name :Text) -> ();
+  adminReload @8 () -> ();
+  # Re-reads the daemon's config file for its tokens and policy exactly as
+  # SIGHUP does: both are replaced, or, when something does not parse, the
+  # call fails with the error and the previous ones stay. Needs the
+  # `&admin:reload` right; denials are audited.
+  status @9 () -> (principal :Text, roles :List(Text), quotas :List(QuotaUse));
+  # The caller's principal, its roles in the policy in force, and each quota
+  # the policy sets for it with its current use.
 }

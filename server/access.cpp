@@ -43,4 +43,19 @@ std::shared_ptr<spdlog::logger> makeAuditLogger(const Config& config, const std:
   return audit;
 }
 
+AccessReload loadAccess(const std::filesystem::path& configPath) {
+  Config fresh = loadConfigFile(configPath);
+  resolvePolicyPaths(fresh, configPath.parent_path());
+  AccessReload out;
+  try {
+    out.policy = loadPolicy(fresh);
+  } catch (const acl::PolicyError& e) {
+    throw acl::PolicyError("policy_file " + std::string(e.what()));
+  }
+  out.tokens = std::make_shared<const acl::TokenAuthenticator>(fresh.tokens);
+  out.description = "reloaded " + configPath.string() + ": " + std::to_string(fresh.tokens.size()) + " token(s); " +
+                    describePolicy(fresh, *out.policy) + "; other settings take effect on restart";
+  return out;
+}
+
 }  // namespace tensord::server

@@ -29,16 +29,10 @@ kj::Promise<void> reloadOnHangup(kj::UnixEventPort& port, ServerState& state, co
   return port.onSignal(SIGHUP).then([&port, &state, path](siginfo_t) {
     notifySystemd("RELOADING=1");
     try {
-      Config fresh = loadConfigFile(path);
-      resolvePolicyPaths(fresh, path.parent_path());
-      std::shared_ptr<const acl::Policy> policy = loadPolicy(fresh);
-      state.tokens = std::make_shared<const acl::TokenAuthenticator>(fresh.tokens);
-      state.authorizer.setPolicy(policy);
-      state.log.info("reloaded {}: {} token(s); {}; other settings take effect on restart", path.string(),
-                     fresh.tokens.size(), describePolicy(fresh, *policy));
-    } catch (const acl::PolicyError& e) {
-      state.log.error("reload of {} failed, keeping the previous tokens and policy: policy_file {}", path.string(),
-                      e.what());
+      AccessReload fresh = loadAccess(path);
+      state.tokens = std::move(fresh.tokens);
+      state.authorizer.setPolicy(std::move(fresh.policy));
+      state.log.info("{}", fresh.description);
     } catch (const std::exception& e) {
       state.log.error("reload of {} failed, keeping the previous tokens and policy: {}", path.string(), e.what());
     }
@@ -142,6 +136,7 @@ int runDaemon(const Config& config, const std::filesystem::path& configPath, std
   }
 
   ServerState state(config, *log, *engine, timer);
+  state.configPath = configPath;
   state.authorizer.setPolicy(std::move(policy));
   try {
     state.audit = makeAuditLogger(config, log);

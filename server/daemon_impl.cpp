@@ -6,6 +6,15 @@
 #include "server/wire.h"
 
 namespace tensord::server {
+namespace {
+
+// connections quota: fails authentication (OVERLOADED) past the principal's limit.
+void checkSessionQuota(ServerState& server, const std::string& principal) {
+  auto it = server.sessionsByPrincipal.find(principal);
+  server.quotas.checkSession(principal, it == server.sessionsByPrincipal.end() ? 0 : it->second);
+}
+
+}  // namespace
 
 kj::Promise<void> DaemonImpl::info(InfoContext context) {
   auto guard = ConnectionState::enterCall(connection_, "info");
@@ -25,6 +34,7 @@ kj::Promise<void> DaemonImpl::authenticate(AuthenticateContext context) {
     server.auditDenial("", connection_->peer, "authenticate", "", "unknown token");
     kj::throwFatalException(failed("authentication failed: unknown token"));
   }
+  checkSessionQuota(server, principal->name);
   const uint64_t id = server.nextSessionId++;
   server.log.info("session {} opened for '{}' from {}", id, principal->name, connection_->peer);
   auto session = std::make_shared<SessionState>(connection_, *principal, id);
@@ -66,6 +76,7 @@ kj::Promise<void> DaemonImpl::authenticateWithCertificate(AuthenticateWithCertif
                "') is not mapped to a principal (auth.certificates)"));
   }
   const acl::Principal principal{match->principal};
+  checkSessionQuota(server, principal.name);
   const uint64_t id = server.nextSessionId++;
   server.log.info("session {} opened for '{}' (certificate '{}') from {}", id, principal.name, match->subject,
                   connection_->peer);

@@ -87,4 +87,13 @@ std::vector<std::shared_ptr<TensorEntry>> Registry::unnamedOfSession(uint64_t se
   return out;
 }
 
+uint64_t Registry::ownedCount(std::string_view owner) const {
+  uint64_t n = 0;
+  for (const auto& [id, weak] : live_) {
+    auto entry = weak.lock();
+    if (entry && entry->owner == owner) ++n;
+  }
+  return n;
+}
+
 }  // namespace tensord::server

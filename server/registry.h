@@ -77,6 +77,8 @@ class Registry {
   std::vector<std::shared_ptr<TensorEntry>> unnamedOfSession(uint64_t sessionId) const;
 
   uint64_t liveCount() const { return live_.size(); }
+  // Live entries (named or not) whose owner is `owner`.
+  uint64_t ownedCount(std::string_view owner) const;
   uint64_t namedCount() const { return named_.size(); }
 
  private:

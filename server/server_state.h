@@ -10,6 +10,8 @@
 #include <kj/timer.h>
 
 #include <cstdint>
+#include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -19,6 +21,7 @@
 #include "compute/engine.h"
 #include "protocol/tensord.capnp.h"
 #include "server/config.h"
+#include "server/quota.h"
 #include "server/registry.h"
 #include "server/staging_pool.h"
 
@@ -40,6 +43,7 @@ class ServerState final : private kj::TaskSet::ErrorHandler {
   Registry registry;
   StagingPool staging{engine};
   acl::Authorizer authorizer;  // policy replaced on reload (SIGHUP)
+  QuotaTracker quotas{registry, engine, authorizer};  // the policy's per-principal quotas
   // Denials and authentication failures, one line each (config audit_log);
   // null: they go to `log` under the same format.
   std::shared_ptr<spdlog::logger> audit;
@@ -52,6 +56,10 @@ class ServerState final : private kj::TaskSet::ErrorHandler {
   uint64_t inflightCalls = 0;  // over all connections
   bool draining = false;       // set on SIGTERM: new calls are refused
   uint64_t nextSessionId = 1;
+  // The config file re-read by reload (SIGHUP, Session.adminReload).
+  std::filesystem::path configPath;
+  // Open sessions per principal (Session.status "connections").
+  std::map<std::string, uint64_t, std::less<>> sessionsByPrincipal;
 
   // Background work whose failure only needs logging (e.g. op completions).
   void addTask(kj::Promise<void> task) { tasks_.add(kj::mv(task)); }
@@ -101,7 +109,15 @@ class ConnectionState {
 class SessionState {
  public:
   SessionState(std::shared_ptr<ConnectionState> connection, acl::Principal principal, uint64_t id)
-      : connection(std::move(connection)), principal(std::move(principal)), id(id) {}
+      : connection(std::move(connection)), principal(std::move(principal)), id(id) {
+    ++this->connection->server.sessionsByPrincipal[this->principal.name];
+  }
+  ~SessionState() {
+    auto& sessions = connection->server.sessionsByPrincipal;
+    if (auto it = sessions.find(principal.name); it != sessions.end() && --it->second == 0) sessions.erase(it);
+  }
+  SessionState(const SessionState&) = delete;
+  SessionState& operator=(const SessionState&) = delete;
 
   // The one authorization choke point: every op call and tensor access of
   // this session passes here before anything is enqueued or changed. Throws

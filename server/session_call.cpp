@@ -55,6 +55,7 @@ void finishCall(const std::shared_ptr<SessionState>& session, capnp::CallContext
 kj::Promise<void> SessionImpl::call(CallContext context) {
   auto guard = session_->enterCall("call");
   ServerState& server = session_->server();
+  server.quotas.chargeCall(session_->principal.name, "call");
   auto params = context.getParams();
   const std::string op = params.getOp();
   const compute::OpSpec* spec = server.engine.ops().find(op);
@@ -148,6 +149,8 @@ void finishCall(const std::shared_ptr<SessionState>& session, capnp::CallContext
         kj::throwFatalException(failed(spec->name + ": internal error: a view op must have one output no larger "
                                                     "than its first input"));
       }
+      const uint64_t viewBytes[] = {outDescs[0].bytes()};
+      server.quotas.checkAllocation(session->principal.name, spec->name, viewBytes, /*views=*/true);
       const std::shared_ptr<TensorEntry>& base = impls[0]->entry();
       auto entry = server.registry.add(session->principal.name, session->id, outDescs[0], base->buffer);
       base->views.push_back(entry);
@@ -158,6 +161,12 @@ void finishCall(const std::shared_ptr<SessionState>& session, capnp::CallContext
       return;
     }
 
+    {
+      std::vector<uint64_t> outBytes;
+      for (const auto& desc : outDescs) outBytes.push_back(desc.bytes());
+      server.quotas.checkAllocation(session->principal.name, spec->name, outBytes);
+      server.quotas.checkInflightOp(session->principal.name, spec->name);
+    }
     std::vector<compute::TensorView> outputViews;
     for (size_t i = 0; i < outDescs.size(); ++i) {
       const compute::TensorDesc& desc = outDescs[i];
@@ -172,6 +181,7 @@ void finishCall(const std::shared_ptr<SessionState>& session, capnp::CallContext
       server.engine.enqueueOp(*spec, inputViews, outputViews, attrs, std::move(done.completion));
     });
     ++server.opsExecuted;
+    QuotaSlot inflight = server.quotas.enterOp(session->principal.name);  // until the device completes it
 
     // Register the outputs and hand out their capabilities.
     std::vector<std::weak_ptr<TensorEntry>> produced;
@@ -187,7 +197,7 @@ void finishCall(const std::shared_ptr<SessionState>& session, capnp::CallContext
           for (const auto& weak : produced) {
             if (auto entry = weak.lock()) markFailed(*entry, e);
           }
-        }));
+        }).attach(kj::mv(inflight)));
     reply(outCaps.finish());
   }
 }

@@ -37,6 +37,7 @@ kj::Promise<void> SessionImpl::listOps(ListOpsContext context) {
 
 kj::Promise<void> SessionImpl::upload(UploadContext context) {
   auto guard = session_->enterCall("upload");
+  session_->server().quotas.chargeCall(session_->principal.name, "upload");
   session_->authorize(acl::Action::kWriteTensor, "");
   ServerState& server = session_->server();
   compute::TensorDesc desc = descFromWire(context.getParams().getDesc(), "upload");
@@ -46,6 +47,8 @@ kj::Promise<void> SessionImpl::upload(UploadContext context) {
                                    " bytes; expected at most " + std::to_string(limit) +
                                    " bytes (limits.max_tensor_bytes)"));
   }
+  const uint64_t uploadBytes[] = {desc.bytes()};
+  server.quotas.checkAllocation(session_->principal.name, "upload", uploadBytes);
   auto buffer = mapComputeErrors("upload: " + desc.str(),
                                  [&] { return server.engine.allocate(desc.bytes(), session_->principal.name); });
   context.getResults().setWriter(kj::heap<TensorWriterImpl>(session_, std::move(desc), std::move(buffer)));
@@ -54,6 +57,7 @@ kj::Promise<void> SessionImpl::upload(UploadContext context) {
 
 kj::Promise<void> SessionImpl::restore(RestoreContext context) {
   auto guard = session_->enterCall("restore");
+  session_->server().quotas.chargeCall(session_->principal.name, "restore");
   const std::string name = context.getParams().getName();
   // A name the caller may not read looks exactly like one that does not exist.
   auto entry = session_->authorizeHidden(acl::Action::kRestoreTensor, name)
@@ -66,6 +70,7 @@ kj::Promise<void> SessionImpl::restore(RestoreContext context) {
 
 kj::Promise<void> SessionImpl::listTensors(ListTensorsContext context) {
   auto guard = session_->enterCall("listTensors");
+  session_->server().quotas.chargeCall(session_->principal.name, "listTensors");
   session_->authorize(acl::Action::kListTensors, "");
   const Registry& registry = session_->server().registry;
   const auto named = registry.named();
@@ -88,6 +93,7 @@ kj::Promise<void> SessionImpl::listTensors(ListTensorsContext context) {
 
 kj::Promise<void> SessionImpl::deleteTensor(DeleteTensorContext context) {
   auto guard = session_->enterCall("deleteTensor");
+  session_->server().quotas.chargeCall(session_->principal.name, "deleteTensor");
   const std::string name = context.getParams().getName();
   if (!session_->authorizeHidden(acl::Action::kDeleteTensor, name) || !session_->server().registry.remove(name)) {
     kj::throwFatalException(failed("delete: no tensor named '" + name + "'"));

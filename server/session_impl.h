@@ -26,6 +26,8 @@ class SessionImpl final : public proto::Session::Server {
   kj::Promise<void> restore(RestoreContext context) override;
   kj::Promise<void> listTensors(ListTensorsContext context) override;
   kj::Promise<void> deleteTensor(DeleteTensorContext context) override;
+  kj::Promise<void> adminReload(AdminReloadContext context) override;  // session_admin.cpp
+  kj::Promise<void> status(StatusContext context) override;            // session_admin.cpp
 
  private:
   std::shared_ptr<SessionState> session_;

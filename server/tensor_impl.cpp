@@ -37,6 +37,7 @@ kj::Promise<void> TensorImpl::info(InfoContext context) {
 
 kj::Promise<void> TensorImpl::download(DownloadContext context) {
   auto guard = session_->enterCall("download");
+  session_->server().quotas.chargeCall(session_->principal.name, "download");
   session_->authorize(acl::Action::kReadTensor, resource());
   checkNotFailed(*entry_);
   auto params = context.getParams();
@@ -59,6 +60,7 @@ kj::Promise<void> TensorImpl::download(DownloadContext context) {
 
 kj::Promise<void> TensorImpl::save(SaveContext context) {
   auto guard = session_->enterCall("save");
+  session_->server().quotas.chargeCall(session_->principal.name, "save");
   auto params = context.getParams();
   const std::string name = params.getName();
   if (auto problem = tensorNameProblem(name); !problem.empty()) kj::throwFatalException(failed("save: " + problem));

@@ -4,6 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
 #include <map>
 
 #include "tensord/client.h"
@@ -115,6 +119,94 @@ TEST(CliArgs, UsageErrors) {
   EXPECT_EQ(usageErrorOf({"info", "--connect="}), "--connect needs HOST:PORT");
   EXPECT_EQ(usageErrorOf({"info", "--json=1"}), "--json takes no value");
   EXPECT_EQ(usageErrorOf({"call", "f", "--out", "a,,b"}), "--out: empty tensor name in 'a,,b'");
+}
+
+// ~/.config/tensord/credentials: flag > environment > file > default, and a
+// file others may read is refused.
+class CredentialsFile : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "tensorctl-creds-XXXXXX").string();
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+    std::filesystem::create_directories(dir_ / "tensord");
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::filesystem::path write(const std::string& text, std::filesystem::perms mode) {
+    auto path = dir_ / "tensord" / "credentials";
+    std::ofstream(path) << text;
+    std::filesystem::permissions(path, mode);
+    return path;
+  }
+  std::map<std::string, std::string> env() const { return {{"XDG_CONFIG_HOME", dir_.string()}}; }
+
+  std::filesystem::path dir_;
+};
+
+constexpr auto kOwnerOnly = std::filesystem::perms::owner_read | std::filesystem::perms::owner_write;
+
+TEST_F(CredentialsFile, PrecedenceFlagThenEnvThenFileThenDefault) {
+  EXPECT_EQ(parse({"info"}, env()).token, kDefaultToken);  // no file: the default
+  write("# mine\ntoken = file-token\nconnect = tls://db:7451\nca = ca.pem\n", kOwnerOnly);
+  Options o = parse({"info"}, env());
+  EXPECT_EQ(o.token, "file-token");
+  EXPECT_EQ(o.address, "tls://db:7451");
+  EXPECT_EQ(o.caFile, (dir_ / "tensord" / "ca.pem").string());  // relative to the file
+  auto e = env();
+  e["TENSORD_TOKEN"] = "env-token";
+  e["TENSORD_ADDR"] = "envhost:1";
+  o = parse({"info"}, e);
+  EXPECT_EQ(o.token, "env-token");
+  EXPECT_EQ(o.address, "envhost:1");
+  o = parse({"--token", "flag-token", "--connect", "flaghost:2", "info"}, e);
+  EXPECT_EQ(o.token, "flag-token");
+  EXPECT_EQ(o.address, "flaghost:2");
+}
+
+TEST_F(CredentialsFile, HomeWithoutXdg) {
+  std::filesystem::create_directories(dir_ / ".config" / "tensord");
+  auto path = dir_ / ".config" / "tensord" / "credentials";
+  std::ofstream(path) << "token = home-token\n";
+  std::filesystem::permissions(path, kOwnerOnly);
+  EXPECT_EQ(parse({"info"}, {{"HOME", dir_.string()}}).token, "home-token");
+}
+
+TEST_F(CredentialsFile, GroupOrOtherAccessRefused) {
+  for (auto extra : {std::filesystem::perms::group_read, std::filesystem::perms::others_read,
+                     std::filesystem::perms::group_write}) {
+    auto path = write("token = t\n", kOwnerOnly | extra);
+    try {
+      parse({"info"}, env());
+      ADD_FAILURE() << "accepted a credentials file with group/other access";
+    } catch (const UsageError& err) {
+      std::string m = err.what();
+      EXPECT_NE(m.find(path.string()), std::string::npos) << m;
+      EXPECT_NE(m.find("accessible by group or others"), std::string::npos) << m;
+      EXPECT_NE(m.find("chmod 600"), std::string::npos) << m;
+    }
+  }
+  // A flag or variable for everything: the file is not needed, so not read.
+  auto e = env();
+  e["TENSORD_CA"] = "c";
+  Options o = parse({"--token", "x", "--connect", "h:1", "--cert", "c", "--key", "k", "info"}, e);
+  EXPECT_EQ(o.token, "x");
+}
+
+TEST_F(CredentialsFile, BadLinesNamed) {
+  write("token = t\nfrobnicate = 1\n", kOwnerOnly);
+  try {
+    parse({"info"}, env());
+    ADD_FAILURE() << "accepted an unknown key";
+  } catch (const UsageError& err) {
+    EXPECT_NE(std::string(err.what()).find("credentials:2: unknown key 'frobnicate'"), std::string::npos) << err.what();
+  }
+}
+
+TEST(CliArgs, AdminReload) {
+  EXPECT_EQ(parse({"admin", "reload"}).command, "admin");
+  EXPECT_NE(usageErrorOf({"admin", "frob"}).find("unknown admin command 'frob'"), std::string::npos);
+  EXPECT_NE(usageErrorOf({"admin"}).find("usage: tensorctl admin reload"), std::string::npos);
 }
 
 }  // namespace

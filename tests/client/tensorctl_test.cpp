@@ -42,7 +42,8 @@ class TensorctlTest : public ::testing::Test {
 
   // Runs tensorctl with `args` (and `env` prepended, e.g. "TENSORD_TOKEN=x").
   Outcome run(const std::vector<std::string>& args, const std::string& env = "") const {
-    std::string command = "env -u TENSORD_ADDR -u TENSORD_TOKEN " + env + " " + quote(TENSORCTL_PATH);
+    std::string command = "env -u TENSORD_ADDR -u TENSORD_TOKEN XDG_CONFIG_HOME=" + quote(path("xdg")) + " " + env + " " +
+                          quote(TENSORCTL_PATH);
     for (const auto& a : args) command += " " + quote(a);
     command += " >" + quote(path("out.txt")) + " 2>" + quote(path("err.txt")) + " </dev/null";
     int status = std::system(command.c_str());
@@ -188,7 +189,7 @@ TEST_F(TensorctlTest, InfoWhoamiOps) {
   FakeDaemon daemon;
   Outcome who = ctl(daemon, {"whoami"});
   EXPECT_EQ(who.code, 0);
-  EXPECT_EQ(who.out, "tester\n");
+  EXPECT_NE(who.out.find("principal:  tester\n"), std::string::npos) << who.out;
   Outcome info = ctl(daemon, {"info", "--json"});
   ASSERT_EQ(info.code, 0) << info.err;
   auto json = nlohmann::json::parse(info.out);
@@ -196,7 +197,7 @@ TEST_F(TensorctlTest, InfoWhoamiOps) {
   EXPECT_EQ(json["device"]["name"], "fake device");
   Outcome human = ctl(daemon, {"info"});
   EXPECT_EQ(human.code, 0);
-  EXPECT_NE(human.out.find("tensord fake-1 (protocol 3)"), std::string::npos) << human.out;
+  EXPECT_NE(human.out.find("tensord fake-1 (protocol 4)"), std::string::npos) << human.out;
   Outcome ops = ctl(daemon, {"ops"});
   EXPECT_EQ(ops.code, 0);
   EXPECT_EQ(ops.out.rfind("OP      CATEGORY  SIGNATURE ", 0), 0u) << ops.out;
@@ -270,7 +271,7 @@ TEST_F(TensorctlTest, EnvironmentSuppliesAddressAndToken) {
   FakeDaemon daemon;
   Outcome who = run({"whoami"}, "TENSORD_ADDR=" + daemon.address() + " TENSORD_TOKEN=" + FakeDaemon::kToken);
   EXPECT_EQ(who.code, 0) << who.err;
-  EXPECT_EQ(who.out, "tester\n");
+  EXPECT_NE(who.out.find("principal:  tester\n"), std::string::npos) << who.out;
 }
 
 TEST_F(TensorctlTest, ConnectAndAuthFailuresExitThree) {

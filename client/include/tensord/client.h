@@ -105,6 +105,19 @@ struct OpInfo {
   bool differentiable = false;
 };
 
+struct QuotaUse {
+  std::string name;  // "device_bytes", "tensor_count", "connections", ...
+  uint64_t limit = 0;
+  uint64_t used = 0;  // 0 where the daemon does not measure it
+};
+
+// The caller as the daemon sees it (Session.status, protocol 4).
+struct SessionStatus {
+  std::string principal;
+  std::vector<std::string> roles;  // from the policy in force; empty without one
+  std::vector<QuotaUse> quotas;    // the quotas the policy sets for the principal
+};
+
 // Called during long transfers with (bytes done, bytes total).
 using Progress = std::function<void(uint64_t done, uint64_t total)>;
 
@@ -157,6 +170,12 @@ class Client {
 
   DaemonInfo info();
   std::string whoami();
+  // Principal, roles and quota use; throws Error (kUnimplemented from a daemon
+  // older than protocol 4).
+  SessionStatus status();
+  // Has the daemon re-read its tokens and policy (as SIGHUP does); needs the
+  // `&admin:reload` right. Throws Error with the daemon's message.
+  void adminReload();
   std::vector<OpInfo> ops();
 
   Tensor upload(DType dtype, Shape shape, std::span<const std::byte> data, const Progress& progress = {});
