@@ -8,7 +8,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "tests/integration/daemon_test.h"
+#include "tests/integration/policy_daemon_test.h"
 
 namespace tensord::testing {
 namespace {
@@ -40,53 +40,12 @@ constexpr const char* kPolicyBobTrains = R"({
   "roles": {"trainer": {"rules": ["+@elementwise"]}}
 })";
 
-std::string readFile(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
-class AdminTest : public DaemonTest {
+class AdminTest : public PolicyDaemonTest {
  protected:
-  DaemonOptions daemonOptions() override {
-    std::string tmpl = (fs::temp_directory_path() / "tensord-admin-XXXXXX").string();
-    if (mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    policyDir_ = tmpl;
-    policyPath_ = policyDir_ / "policy.json";
-    writePolicy(kPolicy);
-    DaemonOptions options;
-    options.principal = "admin";
-    options.token = "admin-token";
-    nlohmann::json tokens = nlohmann::json::array();
-    for (const auto& name : kPrincipals) {
-      tokens.push_back({{"principal", name}, {"token_sha256", sha256Hex(name + "-token")}});
-    }
-    options.extra = {{"auth", {{"tokens", tokens}}},
-                     {"policy_file", policyPath_.string()},
-                     {"audit_log", "audit.log"}};
-    return options;
-  }
-
-  void TearDown() override {
-    DaemonTest::TearDown();
-    std::error_code ignored;
-    fs::remove_all(policyDir_, ignored);
-  }
-
-  void writePolicy(const std::string& text) {
-    const fs::path tmp = policyDir_ / "policy.json.tmp";
-    std::ofstream(tmp) << text;
-    fs::rename(tmp, policyPath_);
-  }
-
-  std::unique_ptr<Client> as(const std::string& principal) {
-    return std::make_unique<Client>(ConnectOptions{.address = daemon().address(), .token = principal + "-token"});
-  }
-
-  std::string audit() { return readFile(daemon().dir() / "audit.log"); }
+  AdminTest() : PolicyDaemonTest(kPrincipals, kPolicy) {}
 
   static std::string errorOf(const std::function<void()>& f) {
     try {
@@ -103,11 +62,9 @@ class AdminTest : public DaemonTest {
     argv.insert(argv.end(), args.begin(), args.end());
     return runCommand(argv, {{"TENSORD_ADDR", std::nullopt},
                              {"TENSORD_TOKEN", std::nullopt},
-                             {"XDG_CONFIG_HOME", policyDir_.string()}});
+                             {"XDG_CONFIG_HOME", policyDir().string()}});
   }
 
-  fs::path policyDir_;
-  fs::path policyPath_;
 };
 
 TEST_F(AdminTest, AdminReloadAllowedForAdmin) {
@@ -143,7 +100,7 @@ TEST_F(AdminTest, AdminReloadReportsBrokenPolicyAndKeepsOldRules) {
   writePolicy(R"({"principals": {"bob": {"roles": ["nosuchrole"]}}})");
   auto admin = as("admin");
   const std::string message = errorOf([&] { admin->adminReload(); });
-  EXPECT_TRUE(contains(message, policyPath_.string())) << message;
+  EXPECT_TRUE(contains(message, policyPath().string())) << message;
   EXPECT_TRUE(contains(message, "unknown role 'nosuchrole'")) << message;
   EXPECT_TRUE(contains(message, "previous tokens and policy stay")) << message;
   // The old rules stay: alice is still a trainer, bob still may not reload.

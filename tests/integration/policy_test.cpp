@@ -8,7 +8,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "tests/integration/daemon_test.h"
+#include "tests/integration/policy_daemon_test.h"
 
 namespace tensord::testing {
 namespace {
@@ -30,52 +30,10 @@ constexpr const char* kPolicy = R"({
   }
 })";
 
-std::string readFile(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
-class PolicyTest : public DaemonTest {
+class PolicyTest : public PolicyDaemonTest {
  protected:
-  DaemonOptions daemonOptions() override {
-    std::string tmpl = (fs::temp_directory_path() / "tensord-policy-XXXXXX").string();
-    if (mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    policyDir_ = tmpl;
-    policyPath_ = policyDir_ / "policy.json";
-    writePolicy(kPolicy);
-    DaemonOptions options;
-    options.principal = "admin";
-    options.token = "admin-token";
-    nlohmann::json tokens = nlohmann::json::array();
-    for (const auto& name : kPrincipals) {
-      tokens.push_back({{"principal", name}, {"token_sha256", sha256Hex(name + "-token")}});
-    }
-    options.extra = {{"auth", {{"tokens", tokens}}},
-                     {"policy_file", policyPath_.string()},
-                     {"audit_log", "audit.log"}};  // relative: next to the config
-    return options;
-  }
-
-  void TearDown() override {
-    DaemonTest::TearDown();
-    std::error_code ignored;
-    fs::remove_all(policyDir_, ignored);
-  }
-
-  void writePolicy(const std::string& text) {
-    const fs::path tmp = policyDir_ / "policy.json.tmp";
-    std::ofstream(tmp) << text;
-    fs::rename(tmp, policyPath_);
-  }
-
-  std::unique_ptr<Client> as(const std::string& principal) {
-    return std::make_unique<Client>(ConnectOptions{.address = daemon().address(), .token = principal + "-token"});
-  }
-
-  std::string audit() const { return readFile(auditPath()); }
-  fs::path auditPath() const { return const_cast<PolicyTest*>(this)->daemon().dir() / "audit.log"; }
+  PolicyTest() : PolicyDaemonTest(kPrincipals, kPolicy) {}
 
   // SIGHUP, then waits for the daemon to log the outcome (`marker`, counted).
   void reload(const std::string& marker) {
@@ -108,14 +66,12 @@ class PolicyTest : public DaemonTest {
   }
 
   std::vector<float> data_{1, 2, 3, 4};
-  fs::path policyDir_;
-  fs::path policyPath_;
 };
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 TEST_F(PolicyTest, DaemonLogsThePolicyInForce) {
-  EXPECT_TRUE(contains(daemon().log(), "access policy " + policyPath_.string() + ": 4 principal(s), 1 role(s)"))
+  EXPECT_TRUE(contains(daemon().log(), "access policy " + policyPath().string() + ": 4 principal(s), 1 role(s)"))
       << daemon().log();
 }
 

@@ -9,7 +9,7 @@
 #include <fstream>
 #include <optional>
 
-#include "tests/integration/daemon_test.h"
+#include "tests/integration/policy_daemon_test.h"
 
 namespace tensord::testing {
 namespace {
@@ -32,40 +32,9 @@ constexpr const char* kPolicy = R"({
   "roles": {"all": {"rules": ["+@all", "~*:rwd"]}}
 })";
 
-class QuotaTest : public DaemonTest {
+class QuotaTest : public PolicyDaemonTest {
  protected:
-  DaemonOptions daemonOptions() override {
-    std::string tmpl = (fs::temp_directory_path() / "tensord-quota-XXXXXX").string();
-    if (mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    policyDir_ = tmpl;
-    policyPath_ = policyDir_ / "policy.json";
-    writePolicy(kPolicy);
-    DaemonOptions options;
-    options.principal = "free";
-    options.token = "free-token";
-    nlohmann::json tokens = nlohmann::json::array();
-    for (const auto& name : kPrincipals) {
-      tokens.push_back({{"principal", name}, {"token_sha256", sha256Hex(name + "-token")}});
-    }
-    options.extra = {{"auth", {{"tokens", tokens}}}, {"policy_file", policyPath_.string()}};
-    return options;
-  }
-
-  void TearDown() override {
-    DaemonTest::TearDown();
-    std::error_code ignored;
-    fs::remove_all(policyDir_, ignored);
-  }
-
-  void writePolicy(const std::string& text) {
-    const fs::path tmp = policyDir_ / "policy.json.tmp";
-    std::ofstream(tmp) << text;
-    fs::rename(tmp, policyPath_);
-  }
-
-  std::unique_ptr<Client> as(const std::string& principal) {
-    return std::make_unique<Client>(ConnectOptions{.address = daemon().address(), .token = principal + "-token"});
-  }
+  QuotaTest() : PolicyDaemonTest(kPrincipals, kPolicy) {}
 
   // The tensord::Error `f` throws, if any.
   static std::optional<Error> errorOf(const std::function<void()>& f) {
@@ -93,8 +62,6 @@ class QuotaTest : public DaemonTest {
   }
 
   std::vector<float> data_{1, 2, 3, 4};  // 16 bytes
-  fs::path policyDir_;
-  fs::path policyPath_;
 };
 
 TEST_F(QuotaTest, TensorCountDeviceBytesAndLargestTensor) {
