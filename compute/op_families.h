@@ -17,6 +17,12 @@ void addNnOps(std::vector<OpSpec>& ops);           // softmax, norms, conv, pool
 void addCreationOps(std::vector<OpSpec>& ops);     // zeros ... randn, arange, eye
 void addConvOps(std::vector<OpSpec>& ops);  // conv, pooling, interpolate
 
+// An entry with one output, "out": the shape most table entries have. The
+// families' helpers set what differs (view, mutates, differentiable).
+OpSpec singleOutputOp(std::string category, std::string name, std::vector<InputSpec> inputs,
+                      std::vector<AttrSpec> attrs, std::vector<DType> dtypes,
+                      std::shared_ptr<const KernelTemplate> kernel, std::string doc);
+
 // Dtype lists the families share.
 inline const std::vector<DType> kFloatDTypes = {DType::F32, DType::F16, DType::BF16};
 inline const std::vector<DType> kIntDTypes = {DType::I32, DType::I64, DType::U8};

@@ -7,6 +7,20 @@
 
 namespace tensord::compute {
 
+OpSpec singleOutputOp(std::string category, std::string name, std::vector<InputSpec> inputs,
+                      std::vector<AttrSpec> attrs, std::vector<DType> dtypes,
+                      std::shared_ptr<const KernelTemplate> kernel, std::string doc) {
+  return {.name = std::move(name),
+          .category = std::move(category),
+          .inputs = std::move(inputs),
+          .outputs = {"out"},
+          .attrs = std::move(attrs),
+          .dtypes = std::move(dtypes),
+          .kernel = std::move(kernel),
+          .backward = "",
+          .doc = std::move(doc)};
+}
+
 // The op table is the union of the families (op_families.h). Adding an op is
 // one entry in its family's file, plus its conformance case.
 OpTable::OpTable() {

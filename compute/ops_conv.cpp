@@ -16,15 +16,8 @@ AttrSpec ints(std::string name, std::vector<int64_t> value, std::string doc) {
 
 OpSpec nnOp(std::string name, std::vector<InputSpec> inputs, std::vector<AttrSpec> attrs,
             std::shared_ptr<const KernelTemplate> kernel, std::string doc) {
-  return {.name = name,
-          .category = "nn",
-          .inputs = std::move(inputs),
-          .outputs = {"out"},
-          .attrs = std::move(attrs),
-          .dtypes = kFloatDTypes,
-          .kernel = std::move(kernel),
-          .backward = "",
-          .doc = std::move(doc)};
+  return singleOutputOp("nn", std::move(name), std::move(inputs), std::move(attrs), kFloatDTypes, std::move(kernel),
+                        std::move(doc));
 }
 
 }  // namespace

@@ -19,16 +19,10 @@ constexpr double kFromAttr = std::numeric_limits<double>::quiet_NaN();
 
 OpSpec make(std::string name, std::vector<InputSpec> inputs, std::vector<AttrSpec> attrs, std::vector<DType> dtypes,
             std::shared_ptr<const KernelTemplate> kernel, std::string doc) {
-  return {.name = std::move(name),
-          .category = "creation",
-          .inputs = std::move(inputs),
-          .outputs = {"out"},
-          .attrs = std::move(attrs),
-          .dtypes = std::move(dtypes),
-          .kernel = std::move(kernel),
-          .backward = "",
-          .doc = std::move(doc),
-          .differentiable = false};
+  OpSpec op = singleOutputOp("creation", std::move(name), std::move(inputs), std::move(attrs), std::move(dtypes),
+                             std::move(kernel), std::move(doc));
+  op.differentiable = false;
+  return op;
 }
 
 AttrSpec sizeAttr() { return {"size", AttrType::kInts, std::nullopt, "the output's shape"}; }

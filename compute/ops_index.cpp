@@ -12,16 +12,8 @@ namespace {
 
 OpSpec indexOp(std::string name, std::vector<InputSpec> inputs, std::vector<AttrSpec> attrs,
                std::shared_ptr<const KernelTemplate> kernel, std::string doc, std::vector<DType> dtypes = kAllDTypes) {
-  return {.name = std::move(name),
-          .category = "index",
-          .inputs = std::move(inputs),
-          .outputs = {"out"},
-          .attrs = std::move(attrs),
-          .dtypes = std::move(dtypes),
-          .kernel = std::move(kernel),
-          .backward = "",
-          .doc = std::move(doc),
-          .mutates = {}};
+  return singleOutputOp("index", std::move(name), std::move(inputs), std::move(attrs), std::move(dtypes),
+                        std::move(kernel), std::move(doc));
 }
 
 AttrSpec dimAttr(std::string doc) { return {"dim", AttrType::kInt, std::nullopt, std::move(doc)}; }

@@ -11,15 +11,8 @@ const std::vector<DType> kMatmulDTypes = {DType::F32, DType::F16, DType::BF16, D
 
 OpSpec product(std::string name, std::vector<InputSpec> inputs, std::vector<AttrSpec> attrs, std::vector<DType> dtypes,
                std::shared_ptr<const KernelTemplate> kernel, std::string doc) {
-  return {.name = std::move(name),
-          .category = "linalg",
-          .inputs = std::move(inputs),
-          .outputs = {"out"},
-          .attrs = std::move(attrs),
-          .dtypes = std::move(dtypes),
-          .kernel = std::move(kernel),
-          .backward = "",
-          .doc = std::move(doc)};
+  return singleOutputOp("linalg", std::move(name), std::move(inputs), std::move(attrs), std::move(dtypes),
+                        std::move(kernel), std::move(doc));
 }
 
 std::vector<AttrSpec> scaleAttrs() {

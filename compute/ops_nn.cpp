@@ -18,16 +18,10 @@ AttrSpec optionalAttr(std::string name, AttrType type, std::string doc) {
 
 OpSpec nnOp(std::string name, std::vector<InputSpec> inputs, std::vector<AttrSpec> attrs,
             std::shared_ptr<const KernelTemplate> kernel, std::string doc, std::vector<std::string> mutates = {}) {
-  return {.name = std::move(name),
-          .category = "nn",
-          .inputs = std::move(inputs),
-          .outputs = {"out"},
-          .attrs = std::move(attrs),
-          .dtypes = kFloatDTypes,
-          .kernel = std::move(kernel),
-          .backward = "",
-          .doc = std::move(doc),
-          .mutates = std::move(mutates)};
+  OpSpec op = singleOutputOp("nn", std::move(name), std::move(inputs), std::move(attrs), kFloatDTypes,
+                             std::move(kernel), std::move(doc));
+  op.mutates = std::move(mutates);
+  return op;
 }
 
 InputSpec opt(std::string name, InputRole role = InputRole::kData) { return {std::move(name), role, true}; }

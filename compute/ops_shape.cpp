@@ -32,17 +32,10 @@ AttrSpec reqInt(std::string name, std::string doc) { return {std::move(name), At
 
 OpSpec shapeOp(std::string name, std::vector<InputSpec> inputs, std::vector<AttrSpec> attrs,
                std::shared_ptr<const KernelTemplate> kernel, std::string doc, bool isView = false) {
-  return {.name = std::move(name),
-          .category = "shape",
-          .inputs = std::move(inputs),
-          .outputs = {"out"},
-          .attrs = std::move(attrs),
-          .dtypes = kAllDTypes,
-          .kernel = std::move(kernel),
-          .backward = "",
-          .doc = std::move(doc),
-          .view = isView,
-          .mutates = {}};
+  OpSpec op = singleOutputOp("shape", std::move(name), std::move(inputs), std::move(attrs), kAllDTypes,
+                             std::move(kernel), std::move(doc));
+  op.view = isView;
+  return op;
 }
 
 // A copy iterating over `out` (the output's shape), reading input dim
