@@ -11,7 +11,7 @@ namespace {
 
 // Large enough to amortize a submit, small enough that completions of the
 // first jobs in a busy stream are not held back for long.
-constexpr size_t kMaxBatch = 256;
+constexpr FairQueue::BatchLimits kBatchLimits{.maxJobs = 256, .sharedCost = 64ull << 20, .soloCost = 1ull << 30};
 
 constexpr auto kWorkStages = vk::PipelineStageFlagBits::eComputeShader | vk::PipelineStageFlagBits::eTransfer;
 constexpr auto kWriteAccess = vk::AccessFlagBits::eShaderWrite | vk::AccessFlagBits::eTransferWrite;
@@ -78,7 +78,8 @@ void BatchRecorder::copy(vk::Buffer src, uint64_t srcOffset, vk::Buffer dst, uin
   cmd_.copyBuffer(src, dst, vk::BufferCopy{.srcOffset = srcOffset, .dstOffset = dstOffset, .size = bytes});
 }
 
-CommandStream::CommandStream(const Device& device, KernelCache& kernels, CachingAllocator& allocator)
+CommandStream::CommandStream(const Device& device, KernelCache& kernels, CachingAllocator& allocator,
+                             bool fairSharing)
     : device_(device),
       kernels_(kernels),
       allocator_(allocator),
@@ -90,6 +91,8 @@ CommandStream::CommandStream(const Device& device, KernelCache& kernels, Caching
                                                                 .commandBufferCount = 1})
                          .front())),
       fence_(device.device(), vk::FenceCreateInfo{}),
+      fairSharing_(fairSharing),
+      queue_(kBatchLimits),
       thread_([this] { run(); }) {}
 
 CommandStream::~CommandStream() {
@@ -104,14 +107,15 @@ CommandStream::~CommandStream() {
 void CommandStream::enqueue(Job job) {
   {
     std::lock_guard lock(mu_);
-    queue_.push_back(std::move(job));
+    if (!fairSharing_) job.owner.clear();  // one owner: arrival order
+    queue_.push(std::move(job));
   }
   wake_.notify_one();
 }
 
 void CommandStream::waitIdle() {
   std::promise<void> idle;
-  enqueue({.record = {}, .done = [&](std::exception_ptr) { idle.set_value(); }});
+  enqueue({.record = {}, .done = [&](std::exception_ptr) { idle.set_value(); }, .barrier = true});
   idle.get_future().wait();
 }
 
@@ -122,10 +126,7 @@ void CommandStream::run() {
       std::unique_lock lock(mu_);
       wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
       if (queue_.empty()) return;  // stopping and drained
-      while (!queue_.empty() && batch.size() < kMaxBatch) {
-        batch.push_back(std::move(queue_.front()));
-        queue_.pop_front();
-      }
+      queue_.takeBatch(batch);
     }
     runBatch(batch);
     batch.clear();  // drops the buffers the jobs kept alive
@@ -184,11 +185,18 @@ void CommandStream::runBatch(std::deque<Job>& batch) {
     batchError = std::current_exception();
   }
   for (size_t i = 0; i < batch.size(); ++i) {
-    Job& job = batch[i];
+    // The job (and the buffers it holds) goes at the end of this iteration,
+    // before later completions run: waitIdle's completion finds the memory
+    // of everything before it released.
+    Job job = std::move(batch[i]);
     if (!errors[i] && !batchError) errors[i] = recorder.deviceError(i);
     if (!errors[i] && !batchError) errors[i] = inheritedFailure(job);
     std::exception_ptr error = errors[i] ? errors[i] : batchError;
-    for (auto& buffer : job.writes) buffer->failure = error;
+    // A failure sticks: a later partial write (an upload's next piece) must
+    // not make a buffer look valid again.
+    if (error) {
+      for (auto& buffer : job.writes) buffer->failure = error;
+    }
     if (job.done) job.done(error);
   }
 }

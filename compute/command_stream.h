@@ -1,9 +1,10 @@
 #pragma once
 // CommandStream: the submit thread. Jobs are queued from any thread; the
-// thread takes everything queued (up to a batch limit), records it into one
-// command buffer with a barrier between jobs, submits it, waits for its fence
-// and then runs each job's completion. While one batch runs on the device the
-// next one collects, so many small ops share a submit.
+// thread takes a batch (FairQueue decides which jobs, sharing the device
+// between owners), records it into one command buffer with a barrier between
+// jobs, submits it, waits for its fence and then runs each job's completion.
+// While one batch runs on the device the next one collects, so many small ops
+// share a submit.
 
 #include <condition_variable>
 #include <deque>
@@ -13,6 +14,7 @@
 #include <thread>
 
 #include "compute/engine.h"
+#include "compute/fair_queue.h"
 #include "compute/param_arena.h"
 #include "compute/recorder.h"
 #include "compute/vk.h"
@@ -69,22 +71,11 @@ class BatchRecorder final : public Recorder {
   std::vector<ErrorSlot> errorSlots_;
 };
 
-// A unit of device work. `reads` and `writes` name the buffers it uses, so a
-// failure travels: when a job fails, the buffers it writes carry the failure,
-// and a later job that reads one of them fails too, naming the original error
-// (its own result was computed from garbage, never from memory outside a
-// buffer, and is never handed out as valid).
-struct Job {
-  std::function<void(BatchRecorder&)> record;
-  Completion done;
-  std::string what;  // names the job in propagated errors ("mul")
-  std::vector<std::pair<std::string, std::shared_ptr<Buffer>>> reads;  // (input name, buffer)
-  std::vector<std::shared_ptr<Buffer>> writes;
-};
-
 class CommandStream {
  public:
-  CommandStream(const Device& device, KernelCache& kernels, CachingAllocator& allocator);
+  // fairSharing: batches are shared between jobs' owners; false takes jobs
+  // in arrival order.
+  CommandStream(const Device& device, KernelCache& kernels, CachingAllocator& allocator, bool fairSharing);
   ~CommandStream();  // finishes every queued job, then joins
 
   void enqueue(Job job);
@@ -105,7 +96,8 @@ class CommandStream {
 
   std::mutex mu_;
   std::condition_variable wake_;
-  std::deque<Job> queue_;  // GUARDED_BY(mu_)
+  const bool fairSharing_;
+  FairQueue queue_;        // GUARDED_BY(mu_)
   bool stopping_ = false;  // GUARDED_BY(mu_)
   std::thread thread_;     // last: starts after everything above exists
 };

@@ -13,6 +13,14 @@
 #include "compute/staging.h"
 
 namespace tensord::compute {
+namespace {
+
+// Roughly a GPU's f32 arithmetic rate over its memory bandwidth (an H100:
+// ~50 TFLOP/s over ~3 TB/s; lavapipe on a CPU is not far off), to put
+// compute-bound work on the same scale as memory-bound work.
+constexpr uint64_t kFlopsPerByte = 16;
+
+}  // namespace
 
 // Declaration order is teardown order, reversed: the stream finishes its jobs
 // (returning their buffers to the allocator) before anything else goes.
@@ -23,7 +31,7 @@ struct Engine::Impl {
         allocator(device, options.memoryLimitBytes),
         staging(device, options.stagingSlotBytes, options.stagingSlots),
         kernels(device, options.cacheDir, *log),
-        stream(device, kernels, allocator) {}
+        stream(device, kernels, allocator, options.fairSharing) {}
 
   std::shared_ptr<spdlog::logger> log;
   Device device;
@@ -50,10 +58,16 @@ std::shared_ptr<Buffer> Engine::allocate(uint64_t bytes, const std::string& owne
 MemoryStats Engine::memoryStats() const { return impl_->allocator.stats(); }
 uint64_t Engine::ownerBytes(const std::string& owner) const { return impl_->allocator.ownerBytes(owner); }
 
-void Engine::enqueueOp(const OpSpec& spec, std::vector<TensorView> inputs, std::vector<TensorView> outputs,
+void Engine::enqueueOp(const std::string& owner, const OpSpec& spec, std::vector<TensorView> inputs, std::vector<TensorView> outputs,
                        Attrs attrs, Completion done) {
   checkDTypes(spec, inputs, outputs);
-  Job job{.done = std::move(done), .what = spec.name};
+  Job job{.done = std::move(done), .what = spec.name, .owner = owner};
+  if (uint64_t flops = spec.kernel->flops(spec, inputs, outputs, attrs)) {
+    // Compute-bound: about as long as moving flops / kFlopsPerByte bytes.
+    job.cost = flops / kFlopsPerByte;
+    for (const auto& v : inputs) job.cost += v.buffer->bytes();
+    for (const auto& v : outputs) job.cost += v.buffer->bytes();
+  }
   for (size_t i = 0; i < inputs.size(); ++i) {
     job.reads.emplace_back(spec.inputs.empty() ? std::to_string(i) : spec.inputName(i), inputs[i].buffer);
     if (std::find(spec.mutates.begin(), spec.mutates.end(), spec.inputName(i)) != spec.mutates.end()) {
@@ -81,7 +95,7 @@ void Engine::checkDTypes(const OpSpec& spec, std::span<const TensorView> inputs,
   for (const auto& v : outputs) check(v.desc.dtype);
 }
 
-void Engine::enqueueShapeQuery(const OpSpec& spec, std::vector<TensorView> inputs, Attrs attrs,
+void Engine::enqueueShapeQuery(const std::string& owner, const OpSpec& spec, std::vector<TensorView> inputs, Attrs attrs,
                                std::shared_ptr<std::vector<TensorDesc>> outputs, Completion done) {
   checkDTypes(spec, inputs, {});
   // The words live in the batch's parameter memory, which stays valid until
@@ -112,7 +126,8 @@ void Engine::enqueueShapeQuery(const OpSpec& spec, std::vector<TensorView> input
          done(error);
        },
        .what = spec.name,
-       .reads = std::move(reads)});
+       .reads = std::move(reads),
+       .owner = owner});
 }
 
 bool Engine::dtypeSupported(DType d) const {
@@ -127,7 +142,7 @@ bool Engine::dtypeSupported(DType d) const {
   }
 }
 
-void Engine::enqueueCopy(std::shared_ptr<Buffer> src, std::shared_ptr<Buffer> dst, uint64_t bytes, Completion done) {
+void Engine::enqueueCopy(const std::string& owner, std::shared_ptr<Buffer> src, std::shared_ptr<Buffer> dst, uint64_t bytes, Completion done) {
   if (bytes > src->bytes() || bytes > dst->bytes()) {
     throwInvalid("copy of " + std::to_string(bytes) + " bytes exceeds a buffer (" + std::to_string(src->bytes()) +
                  " -> " + std::to_string(dst->bytes()) + ")");
@@ -142,7 +157,9 @@ void Engine::enqueueCopy(std::shared_ptr<Buffer> src, std::shared_ptr<Buffer> ds
                          .done = std::move(done),
                          .what = "copy",
                          .reads = {{"source", src}},
-                         .writes = {dst}});
+                         .writes = {dst},
+                         .owner = owner,
+                         .cost = 2 * bytes});
 }
 
 std::optional<StagingSlot> Engine::tryAcquireStaging() { return impl_->staging.tryAcquire(); }
@@ -150,7 +167,7 @@ void Engine::releaseStaging(const StagingSlot& slot) { impl_->staging.release(sl
 uint64_t Engine::stagingSlotBytes() const { return impl_->staging.slotBytes(); }
 uint32_t Engine::stagingSlotCount() const { return impl_->staging.slotCount(); }
 
-void Engine::enqueueUpload(const StagingSlot& slot, uint64_t bytes, std::shared_ptr<Buffer> dst, uint64_t dstOffset,
+void Engine::enqueueUpload(const std::string& owner, const StagingSlot& slot, uint64_t bytes, std::shared_ptr<Buffer> dst, uint64_t dstOffset,
                            Completion done) {
   if (bytes > slot.capacity || dstOffset + bytes > dst->bytes()) {
     throwInvalid("upload of " + std::to_string(bytes) + " bytes at offset " + std::to_string(dstOffset) +
@@ -158,13 +175,17 @@ void Engine::enqueueUpload(const StagingSlot& slot, uint64_t bytes, std::shared_
   }
   StagingPool& staging = impl_->staging;
   impl_->stream.enqueue({.record =
-                             [&staging, slot, bytes, dst = std::move(dst), dstOffset](BatchRecorder& r) {
+                             [&staging, slot, bytes, dst, dstOffset](BatchRecorder& r) {
                                r.copy(staging.buffer(), staging.offsetOf(slot), *dst->block().buffer, dstOffset, bytes);
                              },
-                         .done = std::move(done)});
+                         .done = std::move(done),
+                         .what = "upload",
+                         .writes = {dst},
+                         .owner = owner,
+                         .cost = bytes});
 }
 
-void Engine::enqueueDownload(std::shared_ptr<Buffer> src, uint64_t srcOffset, uint64_t bytes, const StagingSlot& slot,
+void Engine::enqueueDownload(const std::string& owner, std::shared_ptr<Buffer> src, uint64_t srcOffset, uint64_t bytes, const StagingSlot& slot,
                              Completion done) {
   if (bytes > slot.capacity || srcOffset + bytes > src->bytes()) {
     throwInvalid("download of " + std::to_string(bytes) + " bytes at offset " + std::to_string(srcOffset) +
@@ -177,7 +198,9 @@ void Engine::enqueueDownload(std::shared_ptr<Buffer> src, uint64_t srcOffset, ui
                              },
                          .done = std::move(done),
                          .what = "download",
-                         .reads = {{"tensor", src}}});
+                         .reads = {{"tensor", src}},
+                         .owner = owner,
+                         .cost = bytes});
 }
 
 void Engine::waitIdle() { impl_->stream.waitIdle(); }

@@ -35,6 +35,9 @@ struct EngineOptions {
   uint64_t memoryLimitBytes = 0;     // 0 = the device-local heap size
   uint64_t stagingSlotBytes = 8u << 20;
   uint32_t stagingSlots = 8;
+  // Share queued device work fairly between owners (FairQueue); false runs
+  // it in arrival order.
+  bool fairSharing = true;
   std::shared_ptr<spdlog::logger> logger;  // required
 };
 
@@ -98,23 +101,27 @@ class Engine {
   MemoryStats memoryStats() const;
   uint64_t ownerBytes(const std::string& owner) const;
 
+  // Device work is queued per `owner` (a principal) and shared fairly between
+  // owners (see FairQueue); each owner's work runs in the order it was
+  // enqueued, and work on shared buffers in the order it was enqueued by anyone.
+
   // Runs `spec` on the device: inputs and outputs are already validated and
-  // allocated (see inferOutputs). Ordered after everything enqueued before.
-  void enqueueOp(const OpSpec& spec, std::vector<TensorView> inputs, std::vector<TensorView> outputs, Attrs attrs,
+  // allocated (see inferOutputs).
+  void enqueueOp(const std::string& owner, const OpSpec& spec, std::vector<TensorView> inputs, std::vector<TensorView> outputs, Attrs attrs,
                  Completion done);
 
   // For ops whose output shapes depend on input values
   // (spec.kernel->shapeFromDevice()): runs the op's shape query after
   // everything enqueued before, fills *outputs, then calls `done`. The caller
   // then allocates the outputs and calls enqueueOp as for any op.
-  void enqueueShapeQuery(const OpSpec& spec, std::vector<TensorView> inputs, Attrs attrs,
+  void enqueueShapeQuery(const std::string& owner, const OpSpec& spec, std::vector<TensorView> inputs, Attrs attrs,
                          std::shared_ptr<std::vector<TensorDesc>> outputs, Completion done);
 
   // Whether tensors of `dtype` can live on this device (see DeviceFeatures).
   bool dtypeSupported(DType dtype) const;
 
   // Device-to-device copy (a compute shader, not vkCmdCopyBuffer).
-  void enqueueCopy(std::shared_ptr<Buffer> src, std::shared_ptr<Buffer> dst, uint64_t bytes, Completion done);
+  void enqueueCopy(const std::string& owner, std::shared_ptr<Buffer> src, std::shared_ptr<Buffer> dst, uint64_t bytes, Completion done);
 
   // Staging slots: tryAcquireStaging returns nullopt when all are in use.
   std::optional<StagingSlot> tryAcquireStaging();
@@ -123,10 +130,10 @@ class Engine {
   uint32_t stagingSlotCount() const;
 
   // slot[0, bytes) -> dst[dstOffset, +bytes)
-  void enqueueUpload(const StagingSlot& slot, uint64_t bytes, std::shared_ptr<Buffer> dst, uint64_t dstOffset,
+  void enqueueUpload(const std::string& owner, const StagingSlot& slot, uint64_t bytes, std::shared_ptr<Buffer> dst, uint64_t dstOffset,
                      Completion done);
   // src[srcOffset, +bytes) -> slot[0, bytes)
-  void enqueueDownload(std::shared_ptr<Buffer> src, uint64_t srcOffset, uint64_t bytes, const StagingSlot& slot,
+  void enqueueDownload(const std::string& owner, std::shared_ptr<Buffer> src, uint64_t srcOffset, uint64_t bytes, const StagingSlot& slot,
                        Completion done);
 
   // Blocks until everything enqueued so far has completed.

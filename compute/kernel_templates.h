@@ -32,6 +32,14 @@ class KernelTemplate {
   // have `dtype`, so the build can compile each one once (kernel_check.cpp).
   virtual std::vector<const KernelSource*> variants(const OpSpec& spec, DType dtype) const = 0;
 
+  // Arithmetic the op does, for ops whose device time is not set by the
+  // bytes they move (matmul, conv): the device scheduler's cost estimate
+  // (FairQueue). 0 = memory-bound.
+  virtual uint64_t flops(const OpSpec& spec, std::span<const TensorView> inputs, std::span<const TensorView> outputs,
+                         const Attrs& attrs) const {
+    return 0;
+  }
+
   // Ops whose output shapes depend on input values (masked_select, nonzero)
   // say so here. The engine then first records recordShapeQuery, which
   // writes up to 8 uint32 words at `words` on the device, and once that ran

@@ -77,7 +77,8 @@ void parseLimits(const json& object, Limits& limits) {
   requireObject(object, "limits");
   rejectUnknownKeys(
       object, "limits",
-      {"memory_limit_bytes", "max_tensor_bytes", "max_message_bytes", "max_inflight_calls_per_connection"});
+      {"memory_limit_bytes", "max_tensor_bytes", "max_message_bytes", "max_inflight_calls_per_connection",
+       "max_connections"});
   if (object.contains("memory_limit_bytes")) {
     limits.memoryLimitBytes = readUint(object["memory_limit_bytes"], "limits.memory_limit_bytes");
   }
@@ -96,6 +97,10 @@ void parseLimits(const json& object, Limits& limits) {
     limits.maxInflightCallsPerConnection =
         uint32_t(readUintInRange(object["max_inflight_calls_per_connection"],
                                  "limits.max_inflight_calls_per_connection", 1, std::numeric_limits<uint32_t>::max()));
+  }
+  if (object.contains("max_connections")) {
+    limits.maxConnections = uint32_t(
+        readUintInRange(object["max_connections"], "limits.max_connections", 1, std::numeric_limits<uint32_t>::max()));
   }
 }
 
@@ -265,16 +270,18 @@ Config parseConfig(std::string_view jsonText) {
   json root;
   try {
     root = json::parse(jsonText.begin(), jsonText.end(), nullptr, /*allow_exceptions=*/true, /*ignore_comments=*/true);
-  } catch (const json::parse_error& e) {
-    // e.what() reads "[json.exception.parse_error.101] parse error at line 3, column 5: ..."
+  } catch (const json::exception& e) {
+    // parse_error for bad syntax, out_of_range for a number no double holds
+    // ("1e400"). e.what() reads "[json.exception.parse_error.101] parse error
+    // at line 3, column 5: ..."; the bracketed id means nothing to a reader.
     std::string what = e.what();
-    const size_t start = what.find("parse error");
-    throw ConfigError("config: invalid JSON: " + (start == std::string::npos ? what : what.substr(start)));
+    const size_t start = what.find("] ");
+    throw ConfigError("config: invalid JSON: " + (start == std::string::npos ? what : what.substr(start + 2)));
   }
   requireObject(root, "");
   rejectUnknownKeys(root, "",
                     {"listen", "allow_remote_plaintext", "device", "state_dir", "cache_dir", "log_level", "limits",
-                     "staging", "auth", "tls", "auth_timeout_ms", "policy_file", "audit_log"});
+                     "staging", "device_sharing", "auth", "tls", "auth_timeout_ms", "policy_file", "audit_log"});
   Config config;
   if (root.contains("listen")) config.listen = parseHostPort(readString(root["listen"], "listen"), "listen");
   if (root.contains("allow_remote_plaintext")) {
@@ -293,6 +300,13 @@ Config parseConfig(std::string_view jsonText) {
   }
   if (root.contains("state_dir")) config.stateDir = readString(root["state_dir"], "state_dir");
   if (root.contains("cache_dir")) config.cacheDir = readString(root["cache_dir"], "cache_dir");
+  if (root.contains("device_sharing")) {
+    const std::string sharing = readString(root["device_sharing"], "device_sharing");
+    if (sharing != "fair" && sharing != "fifo") {
+      fail("device_sharing", "expected \"fair\" or \"fifo\", got " + shown(root["device_sharing"]));
+    }
+    config.fairSharing = sharing == "fair";
+  }
   if (root.contains("log_level")) {
     config.logLevel = readString(root["log_level"], "log_level");
     if (!isLogLevel(config.logLevel)) {

@@ -39,6 +39,7 @@ struct Limits {
   uint64_t maxTensorBytes = 4294967296;  // largest single tensor
   uint64_t maxMessageBytes = 67108864;   // Cap'n Proto reader limit per message
   uint32_t maxInflightCallsPerConnection = 1024;
+  uint32_t maxConnections = 1024;  // open connections in total; more are closed right after accept
 };
 
 struct StagingConfig {
@@ -76,6 +77,9 @@ struct Config {
   std::filesystem::path stateDir;  // as configured; "" until resolved
   std::filesystem::path cacheDir;
   std::string logLevel = "info";  // trace|debug|info|warn|error
+  // device_sharing: "fair" shares queued device work between principals
+  // (compute::FairQueue); "fifo" runs it in arrival order.
+  bool fairSharing = true;
   Limits limits;
   StagingConfig staging;
   std::vector<acl::TokenEntry> tokens;

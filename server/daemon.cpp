@@ -24,9 +24,13 @@ namespace {
 
 // SIGHUP: re-read the token list and the policy file; connections and
 // sessions stay, and their next calls run under the new policy. Either both
-// are replaced or, when something does not parse, neither.
-kj::Promise<void> reloadOnHangup(kj::UnixEventPort& port, ServerState& state, const std::filesystem::path& path) {
-  return port.onSignal(SIGHUP).then([&port, &state, path](siginfo_t) {
+// are replaced or, when something does not parse, neither. With TLS, the
+// certificate, key and client CA files are re-read too (on their own: a bad
+// certificate does not hold back a good policy): new connections get the new
+// ones, open connections keep what they negotiated.
+kj::Promise<void> reloadOnHangup(kj::UnixEventPort& port, ServerState& state, const std::filesystem::path& path,
+                                 ServerTls* tls) {
+  return port.onSignal(SIGHUP).then([&port, &state, path, tls](siginfo_t) {
     notifySystemd("RELOADING=1");
     try {
       AccessReload fresh = loadAccess(path);
@@ -36,8 +40,19 @@ kj::Promise<void> reloadOnHangup(kj::UnixEventPort& port, ServerState& state, co
     } catch (const std::exception& e) {
       state.log.error("reload of {} failed, keeping the previous tokens and policy: {}", path.string(), e.what());
     }
+    if (tls != nullptr) {
+      const TlsConfig& files = *state.config.tls;
+      try {
+        tls->reload(files);
+        state.log.info("reloaded the TLS certificate {} ({}) and key {}{}; new connections use them",
+                       files.certFile.string(), tls->describeCertificate(), files.keyFile.string(),
+                       files.clientCaFile.empty() ? "" : ", client CAs " + files.clientCaFile.string());
+      } catch (const std::exception& e) {
+        state.log.error("TLS reload failed, new connections keep the previous certificate: {}", e.what());
+      }
+    }
     notifySystemd("READY=1");
-    return reloadOnHangup(port, state, path);
+    return reloadOnHangup(port, state, path, tls);
   });
 }
 
@@ -112,6 +127,7 @@ int runDaemon(const Config& config, const std::filesystem::path& configPath, std
         .memoryLimitBytes = config.limits.memoryLimitBytes,
         .stagingSlotBytes = config.staging.slotBytes,
         .stagingSlots = config.staging.slots,
+        .fairSharing = config.fairSharing,
         .logger = log,
     });
   } catch (const std::exception& e) {
@@ -161,12 +177,14 @@ int runDaemon(const Config& config, const std::filesystem::path& configPath, std
             : config.tls->clientAuth == ClientAuth::kRequired ? "TLS, client certificates required"
             : config.tls->clientAuth == ClientAuth::kOptional ? "TLS, client certificates optional"
                                                               : "TLS");
+  if (tls) log->info("TLS certificate {}: {}", config.tls->certFile.string(), tls->describeCertificate());
   log->flush();
   notifySystemd("READY=1\nSTATUS=listening on " + bound.str());
 
-  auto reloading = reloadOnHangup(io.unixEventPort, state, configPath).eagerlyEvaluate([&log](kj::Exception&& e) {
-    log->error("SIGHUP handling stopped: {}", e.getDescription().cStr());
-  });
+  auto reloading =
+      reloadOnHangup(io.unixEventPort, state, configPath, tls.get()).eagerlyEvaluate([&log](kj::Exception&& e) {
+        log->error("SIGHUP handling stopped: {}", e.getDescription().cStr());
+      });
   kj::Promise<void> watchdog = kj::READY_NOW;
   if (auto interval = systemdWatchdogInterval()) {
     watchdog = feedWatchdog(timer, *interval).eagerlyEvaluate(nullptr);

@@ -29,7 +29,7 @@ void writeTensor(ServerState& state, const TensorEntry& entry, std::ofstream& ou
     state.staging
         .transfer(lease,
                   [&](compute::Completion done) {
-                    state.engine.enqueueDownload(entry.buffer, pos, n, lease.slot(), std::move(done));
+                    state.engine.enqueueDownload(entry.buffer->owner(), entry.buffer, pos, n, lease.slot(), std::move(done));
                   })
         .wait(waitScope);
     out.write(reinterpret_cast<const char*>(lease.data()), std::streamsize(n));
@@ -49,7 +49,7 @@ void readTensor(ServerState& state, const std::shared_ptr<compute::Buffer>& buff
     state.staging
         .transfer(lease,
                   [&](compute::Completion done) {
-                    state.engine.enqueueUpload(lease.slot(), n, buffer, pos, std::move(done));
+                    state.engine.enqueueUpload(buffer->owner(), lease.slot(), n, buffer, pos, std::move(done));
                   })
         .wait(waitScope);
     pos += n;

@@ -100,7 +100,7 @@ kj::Promise<void> SessionImpl::call(CallContext context) {
     auto shapes = std::make_shared<std::vector<compute::TensorDesc>>();
     auto done = makeLoopCompletion();
     mapComputeErrors(spec->name, [&] {
-      server.engine.enqueueShapeQuery(*spec, inputViews, attrs, shapes, std::move(done.completion));
+      server.engine.enqueueShapeQuery(session->principal.name, *spec, inputViews, attrs, shapes, std::move(done.completion));
     });
     return done.promise.then([session, context, spec, impls = kj::mv(impls), inputViews = std::move(inputViews),
                               shapes, attrs = std::move(attrs)]() mutable {
@@ -142,9 +142,9 @@ void finishCall(const std::shared_ptr<SessionState>& session, capnp::CallContext
     if (spec->view) {
       // The output is input 0's buffer under a new descriptor: nothing is
       // allocated (the allocator counts the buffer once) and nothing is
-      // enqueued. Input 0 may still be in flight; the queue is in order, so
-      // later readers see its data, and a failure of its work reaches the view
-      // through markFailed.
+      // enqueued. Input 0 may still be in flight; work on one buffer runs in the
+      // order it was queued, so later readers see its data, and a failure of
+      // its work reaches the view through markFailed.
       if (impls.size() == 0 || outDescs.size() != 1 || outDescs[0].bytes() > impls[0]->entry()->buffer->bytes()) {
         kj::throwFatalException(failed(spec->name + ": internal error: a view op must have one output no larger "
                                                     "than its first input"));
@@ -178,7 +178,7 @@ void finishCall(const std::shared_ptr<SessionState>& session, capnp::CallContext
 
     auto done = makeLoopCompletion();
     mapComputeErrors(spec->name, [&] {
-      server.engine.enqueueOp(*spec, inputViews, outputViews, attrs, std::move(done.completion));
+      server.engine.enqueueOp(session->principal.name, *spec, inputViews, outputViews, attrs, std::move(done.completion));
     });
     ++server.opsExecuted;
     QuotaSlot inflight = server.quotas.enterOp(session->principal.name);  // until the device completes it

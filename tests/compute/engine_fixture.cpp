@@ -70,7 +70,7 @@ TensorView EngineTest::uploadBytes(const TensorDesc& desc, const std::vector<std
   for (uint64_t off = 0; off < view.desc.bytes(); off += slot.capacity) {
     uint64_t n = std::min<uint64_t>(slot.capacity, view.desc.bytes() - off);
     std::memcpy(slot.data, data.data() + off, n);
-    blocking([&](Completion c) { engine().enqueueUpload(slot, n, view.buffer, off, std::move(c)); });
+    blocking([&](Completion c) { engine().enqueueUpload("test", slot, n, view.buffer, off, std::move(c)); });
   }
   engine().releaseStaging(slot);
   return view;
@@ -81,7 +81,7 @@ std::vector<std::byte> EngineTest::downloadBytes(const TensorView& tensor) {
   StagingSlot slot = acquire(engine());
   for (uint64_t off = 0; off < tensor.desc.bytes(); off += slot.capacity) {
     uint64_t n = std::min<uint64_t>(slot.capacity, tensor.desc.bytes() - off);
-    blocking([&](Completion c) { engine().enqueueDownload(tensor.buffer, off, n, slot, std::move(c)); });
+    blocking([&](Completion c) { engine().enqueueDownload("test", tensor.buffer, off, n, slot, std::move(c)); });
     std::memcpy(out.data() + off, slot.data, n);
   }
   engine().releaseStaging(slot);
@@ -113,7 +113,7 @@ std::vector<TensorView> EngineTest::run(const std::string& op, std::vector<Tenso
   if (spec->shapeFromDevice()) {
     // As the daemon does it: ask the device for the output shapes first.
     auto shapes = std::make_shared<std::vector<TensorDesc>>();
-    blocking([&](Completion c) { engine().enqueueShapeQuery(*spec, inputs, attrs, shapes, std::move(c)); });
+    blocking([&](Completion c) { engine().enqueueShapeQuery("test", *spec, inputs, attrs, shapes, std::move(c)); });
     outDescs = *shapes;
   }
   for (auto& desc : outDescs) {
@@ -122,7 +122,7 @@ std::vector<TensorView> EngineTest::run(const std::string& op, std::vector<Tenso
     outputs.push_back({std::move(desc), std::move(buffer)});
   }
   if (spec->view) return outputs;
-  blocking([&](Completion c) { engine().enqueueOp(*spec, inputs, outputs, attrs, std::move(c)); });
+  blocking([&](Completion c) { engine().enqueueOp("test", *spec, inputs, outputs, attrs, std::move(c)); });
   return outputs;
 }
 

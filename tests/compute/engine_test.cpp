@@ -19,7 +19,7 @@ TEST_F(EngineTest, ChainedOpsSeeEachOthersResultsWithoutWaiting) {
   std::vector<TensorView> chain{t};
   for (int i = 0; i < 50; ++i) {
     TensorView out{t.desc, engine().allocate(t.desc.bytes(), "test")};
-    engine().enqueueOp(add, {chain.back(), t}, {out}, validateAttrs(add, {}), nullptr);
+    engine().enqueueOp("test", add, {chain.back(), t}, {out}, validateAttrs(add, {}), nullptr);
     chain.push_back(out);
   }
   auto y = download(chain.back());
@@ -33,7 +33,7 @@ TEST_F(EngineTest, ShaderCopyCopiesOddSizes) {
     TensorView src = upload({int64_t(n)}, x);
     TensorView dst{src.desc, engine().allocate(src.desc.bytes(), "test")};
     std::promise<void> done;
-    engine().enqueueCopy(src.buffer, dst.buffer, src.desc.bytes(), [&](std::exception_ptr e) {
+    engine().enqueueCopy("test", src.buffer, dst.buffer, src.desc.bytes(), [&](std::exception_ptr e) {
       if (e) done.set_exception(e);
       else done.set_value();
     });
@@ -52,8 +52,8 @@ TEST_F(EngineTest, TransferPastTheEndIsRejected) {
   TensorView t{TensorDesc{DType::F32, {4}}, engine().allocate(16, "test")};
   auto slot = engine().tryAcquireStaging();
   ASSERT_TRUE(slot);
-  EXPECT_THROW(engine().enqueueUpload(*slot, 32, t.buffer, 0, nullptr), ComputeError);
-  EXPECT_THROW(engine().enqueueDownload(t.buffer, 8, 16, *slot, nullptr), ComputeError);
+  EXPECT_THROW(engine().enqueueUpload("test", *slot, 32, t.buffer, 0, nullptr), ComputeError);
+  EXPECT_THROW(engine().enqueueDownload("test", t.buffer, 8, 16, *slot, nullptr), ComputeError);
   engine().releaseStaging(*slot);
 }
 
@@ -112,6 +112,27 @@ TEST_F(EngineTest, DispatchesRespectEachAxisLimit) {
 TEST_F(EngineTest, DeviceIsNamed) {
   EXPECT_FALSE(engine().device().name.empty());
   EXPECT_GT(engine().device().memoryBytes, 0u);
+}
+
+}  // namespace
+}  // namespace tensord::compute::testing
+
+namespace tensord::compute::testing {
+namespace {
+
+TEST_F(EngineTest, DroppedOutputsGiveTheirMemoryBack) {
+  // Buffers live as long as the tensors and the queued work that use them:
+  // once both are gone, liveBytes is back where it was.
+  TensorView t = upload({1024}, randomData(1024));
+  const OpSpec& add = *engine().ops().find("add");
+  engine().waitIdle();
+  const uint64_t before = engine().memoryStats().liveBytes;
+  for (int i = 0; i < 100; ++i) {
+    TensorView out{t.desc, engine().allocate(t.desc.bytes(), "test")};
+    engine().enqueueOp("test", add, {t, t}, {out}, validateAttrs(add, {}), nullptr);
+  }
+  engine().waitIdle();
+  EXPECT_EQ(engine().memoryStats().liveBytes, before);
 }
 
 }  // namespace

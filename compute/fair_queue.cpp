@@ -1,0 +1,134 @@
+#include "compute/fair_queue.h"
+
+#include <algorithm>
+
+namespace tensord::compute {
+namespace {
+
+// What an owner may spend per turn. Small against a batch's budget, large
+// against a tiny op: a light client's whole backlog of small ops fits in one
+// turn.
+constexpr uint64_t kQuantum = 4ull << 20;
+// Every job costs at least a dispatch.
+constexpr uint64_t kDispatchCost = 4096;
+
+}  // namespace
+
+uint64_t FairQueue::costOf(const Job& job) {
+  if (job.cost != 0) return job.cost + kDispatchCost;
+  uint64_t bytes = 0;
+  for (const auto& [name, buffer] : job.reads) bytes += buffer->bytes();
+  for (const auto& buffer : job.writes) bytes += buffer->bytes();
+  return bytes + kDispatchCost;
+}
+
+std::vector<const Buffer*> FairQueue::buffersOf(const Job& job, bool writes) {
+  std::vector<const Buffer*> out;
+  if (writes) {
+    for (const auto& buffer : job.writes) out.push_back(buffer.get());
+  } else {
+    for (const auto& [name, buffer] : job.reads) out.push_back(buffer.get());
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+void FairQueue::push(Job job) {
+  Entry entry{.seq = nextSeq_++, .cost = costOf(job), .after = {}, .job = std::move(job)};
+  const auto reads = buffersOf(entry.job, false);
+  const auto writes = buffersOf(entry.job, true);
+  // Conflicts with queued jobs first, then this job's own accesses (a job
+  // that reads and writes one buffer must not wait on itself).
+  for (const Buffer* b : reads) {
+    auto it = pending_.find(b);
+    if (it != pending_.end() && it->second.lastWrite != kNone) entry.after.push_back(it->second.lastWrite);
+  }
+  for (const Buffer* b : writes) {
+    auto it = pending_.find(b);
+    if (it == pending_.end()) continue;
+    if (it->second.lastWrite != kNone) entry.after.push_back(it->second.lastWrite);
+    entry.after.insert(entry.after.end(), it->second.readsSinceWrite.begin(), it->second.readsSinceWrite.end());
+  }
+  std::sort(entry.after.begin(), entry.after.end());
+  entry.after.erase(std::unique(entry.after.begin(), entry.after.end()), entry.after.end());
+  for (const Buffer* b : reads) pending_[b].readsSinceWrite.push_back(entry.seq);
+  for (const Buffer* b : writes) {
+    Pending& p = pending_[b];
+    p.lastWrite = entry.seq;
+    p.readsSinceWrite.clear();  // a later writer waits for this job, which waits for them
+  }
+
+  waiting_.insert(entry.seq);
+  auto [it, added] = owners_.try_emplace(entry.job.owner);
+  if (added) turn_.push_back(entry.job.owner);
+  it->second.jobs.push_back(std::move(entry));
+}
+
+bool FairQueue::ready(const Entry& entry) const {
+  if (entry.job.barrier) return *waiting_.begin() == entry.seq;
+  return std::none_of(entry.after.begin(), entry.after.end(), [&](uint64_t seq) { return waiting_.count(seq) != 0; });
+}
+
+void FairQueue::forget(const Buffer* buffer, uint64_t seq) {
+  auto it = pending_.find(buffer);
+  if (it == pending_.end()) return;
+  Pending& p = it->second;
+  if (p.lastWrite == seq) p.lastWrite = kNone;
+  std::erase(p.readsSinceWrite, seq);
+  if (p.lastWrite == kNone && p.readsSinceWrite.empty()) pending_.erase(it);
+}
+
+void FairQueue::take(Entry& entry, std::deque<Job>& out) {
+  waiting_.erase(entry.seq);
+  for (const Buffer* b : buffersOf(entry.job, false)) forget(b, entry.seq);
+  for (const Buffer* b : buffersOf(entry.job, true)) forget(b, entry.seq);
+  out.push_back(std::move(entry.job));
+}
+
+void FairQueue::takeBatch(std::deque<Job>& out) {
+  const uint64_t budget = turn_.size() > 1 ? limits_.sharedCost : limits_.soloCost;
+  uint64_t spent = 0;
+  size_t idleVisits = 0;  // owners visited in a row that took nothing
+  while (!turn_.empty() && out.size() < limits_.maxJobs) {
+    if (idleVisits == turn_.size()) {
+      // A whole round took nothing: each head waits on another owner's job
+      // or costs more than its owner's deficit. Grant the rounds of quantum
+      // the nearest ready head needs at once instead of looping through
+      // them. (The oldest waiting job is always ready.)
+      uint64_t need = UINT64_MAX;
+      for (const auto& name : turn_) {
+        const Owner& o = owners_.at(name);
+        const Entry& head = o.jobs.front();
+        if (ready(head)) need = std::min(need, head.cost - std::min(head.cost, o.deficit));
+      }
+      const uint64_t rounds = need == UINT64_MAX ? 1 : (need + kQuantum - 1) / kQuantum;
+      for (const auto& name : turn_) owners_.at(name).deficit += rounds * kQuantum;
+      idleVisits = 0;
+    }
+    Owner& owner = owners_.at(turn_.front());
+    owner.deficit += kQuantum;
+    bool took = false;
+    while (!owner.jobs.empty() && out.size() < limits_.maxJobs) {
+      Entry& head = owner.jobs.front();
+      if (!ready(head) || head.cost > owner.deficit) break;
+      // The batch is full: this owner keeps its turn (and deficit) for the next one.
+      if (!out.empty() && spent + head.cost > budget) return;
+      owner.deficit -= head.cost;
+      spent += head.cost;
+      take(head, out);
+      owner.jobs.pop_front();
+      took = true;
+    }
+    std::string visited = std::move(turn_.front());
+    turn_.pop_front();
+    if (owner.jobs.empty()) {
+      owners_.erase(visited);  // an idle owner keeps no credit (DRR)
+    } else {
+      turn_.push_back(std::move(visited));
+    }
+    idleVisits = took ? 0 : idleVisits + 1;
+  }
+}
+
+}  // namespace tensord::compute

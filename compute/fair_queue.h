@@ -1,0 +1,113 @@
+#pragma once
+// FairQueue: the device work waiting for the submit thread, shared fairly
+// between the principals that queued it.
+//
+// One FIFO per owner keeps each owner's work in the order it was queued.
+// Batches are filled by deficit round robin over the owners (Shreedhar and
+// Varghese, 1995), with a job's cost estimated from the bytes it touches: a
+// client that queues thousands of large matmuls gets its turn like anyone
+// else, and the tiny op of another client waits for at most one batch, not
+// for the whole backlog. While more than one owner waits, batches are cut at
+// a cost budget so that a batch of heavy work cannot hold a light client's
+// completion back for long.
+//
+// Jobs of different owners may share buffers (named tensors, views): a job
+// is taken only after every earlier job it conflicts with (a write before
+// its read, any access before its write) has been taken. Taken jobs are
+// recorded in order with a barrier between them, so that is all the
+// ordering the device needs. The oldest waiting job never waits on anything,
+// so the queue always makes progress.
+//
+// Not thread-safe: the CommandStream guards it with its mutex.
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "compute/buffer.h"
+#include "compute/engine.h"
+
+namespace tensord::compute {
+
+class BatchRecorder;
+
+// A unit of device work. `reads` and `writes` name the buffers it uses, so a
+// failure travels: when a job fails, the buffers it writes carry the failure,
+// and a later job that reads one of them fails too, naming the original error
+// (its own result was computed from garbage, never from memory outside a
+// buffer, and is never handed out as valid).
+struct Job {
+  std::function<void(BatchRecorder&)> record;
+  Completion done;
+  std::string what;  // names the job in propagated errors ("mul")
+  std::vector<std::pair<std::string, std::shared_ptr<Buffer>>> reads;  // (input name, buffer)
+  std::vector<std::shared_ptr<Buffer>> writes;
+  std::string owner;     // whose share of the device this job uses
+  uint64_t cost = 0;     // estimated bytes it moves; 0 = the sizes of reads and writes
+  bool barrier = false;  // taken only after every job queued before it
+};
+
+class FairQueue {
+ public:
+  struct BatchLimits {
+    size_t maxJobs = 256;
+    // Cost (bytes touched) after which a batch is closed while more than one
+    // owner has work waiting; a batch always takes at least one job.
+    uint64_t sharedCost = 64ull << 20;
+    // The same bound when only one owner has work waiting.
+    uint64_t soloCost = 1ull << 30;
+  };
+
+  explicit FairQueue(BatchLimits limits) : limits_(limits) {}
+
+  void push(Job job);
+  bool empty() const { return waiting_.empty(); }
+  size_t size() const { return waiting_.size(); }
+
+  // Moves the next batch into `out` (which must be empty): at least one job
+  // when any is waiting.
+  void takeBatch(std::deque<Job>& out);
+
+  // Estimated device cost of a job: job.cost or the bytes of the buffers it
+  // reads and writes, plus a fixed amount for the dispatch itself.
+  static uint64_t costOf(const Job& job);
+
+ private:
+  struct Entry {
+    uint64_t seq;
+    uint64_t cost;
+    std::vector<uint64_t> after;  // seqs of other owners' jobs to be taken first
+    Job job;
+  };
+  struct Owner {
+    std::deque<Entry> jobs;
+    uint64_t deficit = 0;
+  };
+  // The queued, not yet taken accesses to one buffer.
+  struct Pending {
+    uint64_t lastWrite = kNone;
+    std::vector<uint64_t> readsSinceWrite;
+  };
+  static constexpr uint64_t kNone = UINT64_MAX;
+
+  bool ready(const Entry& entry) const;
+  void take(Entry& entry, std::deque<Job>& out);
+  void forget(const Buffer* buffer, uint64_t seq);
+  static std::vector<const Buffer*> buffersOf(const Job& job, bool writes);
+
+  BatchLimits limits_;
+  uint64_t nextSeq_ = 0;
+  std::set<uint64_t> waiting_;          // seqs queued and not yet taken
+  std::map<std::string, Owner> owners_;  // owners with jobs waiting
+  std::deque<std::string> turn_;        // round-robin order of owners_
+  std::unordered_map<const Buffer*, Pending> pending_;
+};
+
+}  // namespace tensord::compute

@@ -1,0 +1,161 @@
+// FairQueue: how device work of several owners is batched. The jobs here are
+// never recorded; only the order in which batches take them is checked.
+// Buffers come from the real engine because the queue tracks them by address.
+
+#include "compute/fair_queue.h"
+
+#include <algorithm>
+
+#include "tests/compute/engine_fixture.h"
+
+namespace tensord::compute::testing {
+namespace {
+
+class FairQueueTest : public EngineTest {
+ protected:
+  static std::shared_ptr<Buffer> buffer() { return engine().allocate(256, "test"); }
+
+  // A job named `what` of `owner` with an explicit cost (bytes it moves).
+  static Job job(const std::string& owner, const std::string& what, uint64_t cost,
+                 std::vector<std::shared_ptr<Buffer>> reads = {}, std::vector<std::shared_ptr<Buffer>> writes = {}) {
+    Job j{.what = what, .writes = std::move(writes), .owner = owner, .cost = cost};
+    for (auto& b : reads) j.reads.emplace_back("input", std::move(b));
+    return j;
+  }
+
+  // Every batch until the queue is empty, as the jobs' names.
+  static std::vector<std::vector<std::string>> drain(FairQueue& queue) {
+    std::vector<std::vector<std::string>> batches;
+    while (!queue.empty()) {
+      std::deque<Job> batch;
+      queue.takeBatch(batch);
+      EXPECT_FALSE(batch.empty()) << "a batch took nothing while " << queue.size() << " jobs wait";
+      if (batch.empty()) break;
+      batches.emplace_back();
+      for (const Job& j : batch) batches.back().push_back(j.what);
+    }
+    return batches;
+  }
+
+  static std::vector<std::string> flat(const std::vector<std::vector<std::string>>& batches) {
+    std::vector<std::string> out;
+    for (const auto& b : batches) out.insert(out.end(), b.begin(), b.end());
+    return out;
+  }
+
+  static size_t indexOf(const std::vector<std::string>& order, const std::string& what) {
+    return size_t(std::find(order.begin(), order.end(), what) - order.begin());
+  }
+};
+
+constexpr uint64_t kMiB = 1ull << 20;
+
+TEST_F(FairQueueTest, ALightOwnersOpDoesNotWaitBehindAHeavyBacklog) {
+  FairQueue queue({.maxJobs = 256, .sharedCost = 64 * kMiB, .soloCost = 1024 * kMiB});
+  for (int i = 0; i < 100; ++i) queue.push(job("heavy", "h" + std::to_string(i), 256 * kMiB));
+  queue.push(job("light", "tiny", 4096));
+  auto batches = drain(queue);
+  // The tiny op goes in the first batch, ahead of any heavy job (one heavy
+  // job alone exceeds the shared budget).
+  ASSERT_FALSE(batches.empty());
+  EXPECT_EQ(batches[0], std::vector<std::string>{"tiny"});
+  // The heavy owner's jobs then run in its order, one per batch.
+  auto order = flat(batches);
+  ASSERT_EQ(order.size(), 101u);
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(order[size_t(i) + 1], "h" + std::to_string(i));
+}
+
+TEST_F(FairQueueTest, EachOwnersJobsKeepTheirOrderAndOwnersAlternate) {
+  FairQueue queue({.maxJobs = 4, .sharedCost = 64 * kMiB, .soloCost = 1024 * kMiB});
+  for (int i = 0; i < 8; ++i) queue.push(job("a", "a" + std::to_string(i), 3 * kMiB));
+  for (int i = 0; i < 8; ++i) queue.push(job("b", "b" + std::to_string(i), 3 * kMiB));
+  auto order = flat(drain(queue));
+  ASSERT_EQ(order.size(), 16u);
+  for (int i = 0; i + 1 < 8; ++i) {
+    EXPECT_LT(indexOf(order, "a" + std::to_string(i)), indexOf(order, "a" + std::to_string(i + 1)));
+    EXPECT_LT(indexOf(order, "b" + std::to_string(i)), indexOf(order, "b" + std::to_string(i + 1)));
+  }
+  // Equal costs, equal turns: b's first job comes long before a's last.
+  EXPECT_LT(indexOf(order, "b0"), 3u);
+  EXPECT_LT(indexOf(order, "b6"), indexOf(order, "a7"));
+}
+
+TEST_F(FairQueueTest, ASoloOwnerFillsWholeBatches) {
+  FairQueue queue({.maxJobs = 256, .sharedCost = 64 * kMiB, .soloCost = 1024 * kMiB});
+  for (int i = 0; i < 300; ++i) queue.push(job("a", "a" + std::to_string(i), 4096));
+  auto batches = drain(queue);
+  ASSERT_EQ(batches.size(), 2u);
+  EXPECT_EQ(batches[0].size(), 256u);
+  EXPECT_EQ(batches[0].front(), "a0");
+  EXPECT_EQ(batches[1].back(), "a299");
+}
+
+TEST_F(FairQueueTest, AReadOfAnotherOwnersWriteWaitsForIt) {
+  FairQueue queue({.maxJobs = 256, .sharedCost = 64 * kMiB, .soloCost = 1024 * kMiB});
+  auto shared = buffer();
+  // The writer's job sits behind a backlog of its own owner; the reader's
+  // owner has nothing else queued, so only the dependency holds it back.
+  for (int i = 0; i < 5; ++i) queue.push(job("writer", "w" + std::to_string(i), 100 * kMiB));
+  queue.push(job("writer", "write-shared", 4096, {}, {shared}));
+  queue.push(job("reader", "read-shared", 4096, {shared}, {}));
+  queue.push(job("other", "unrelated", 4096));
+  auto batches = drain(queue);
+  auto order = flat(batches);
+  EXPECT_LT(indexOf(order, "write-shared"), indexOf(order, "read-shared"));
+  EXPECT_EQ(batches[0].front(), "unrelated") << "unrelated work is not held back";
+}
+
+TEST_F(FairQueueTest, AWriteWaitsForEarlierReadsOfOtherOwners) {
+  FairQueue queue({.maxJobs = 256, .sharedCost = 64 * kMiB, .soloCost = 1024 * kMiB});
+  auto shared = buffer();
+  for (int i = 0; i < 3; ++i) queue.push(job("r1", "r1-" + std::to_string(i), 100 * kMiB));
+  queue.push(job("r1", "r1-read", 4096, {shared}, {}));
+  for (int i = 0; i < 3; ++i) queue.push(job("r2", "r2-" + std::to_string(i), 100 * kMiB));
+  queue.push(job("r2", "r2-read", 4096, {shared}, {}));
+  queue.push(job("w", "overwrite", 4096, {}, {shared}));
+  queue.push(job("w", "then-read", 4096, {shared}, {}));
+  auto order = flat(drain(queue));
+  ASSERT_EQ(order.size(), 10u);
+  EXPECT_LT(indexOf(order, "r1-read"), indexOf(order, "overwrite"));
+  EXPECT_LT(indexOf(order, "r2-read"), indexOf(order, "overwrite"));
+  EXPECT_LT(indexOf(order, "overwrite"), indexOf(order, "then-read"));
+}
+
+TEST_F(FairQueueTest, AJobThatReadsAndWritesOneBufferDoesNotWaitOnItself) {
+  FairQueue queue({.maxJobs = 256, .sharedCost = 64 * kMiB, .soloCost = 1024 * kMiB});
+  auto x = buffer();
+  queue.push(job("a", "add_", 4096, {x}, {x}));
+  queue.push(job("b", "read", 4096, {x}, {}));
+  queue.push(job("a", "mul_", 4096, {x}, {x}));
+  auto order = flat(drain(queue));
+  EXPECT_EQ(order, (std::vector<std::string>{"add_", "read", "mul_"}));
+}
+
+TEST_F(FairQueueTest, ABarrierRunsAfterEverythingQueuedBeforeIt) {
+  FairQueue queue({.maxJobs = 256, .sharedCost = 64 * kMiB, .soloCost = 1024 * kMiB});
+  for (int i = 0; i < 4; ++i) queue.push(job("a", "a" + std::to_string(i), 100 * kMiB));
+  for (int i = 0; i < 4; ++i) queue.push(job("b", "b" + std::to_string(i), 100 * kMiB));
+  Job idle{.what = "idle", .owner = "", .barrier = true};
+  queue.push(std::move(idle));
+  queue.push(job("c", "after", 4096));
+  auto order = flat(drain(queue));
+  ASSERT_EQ(order.size(), 10u);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_LT(indexOf(order, "a" + std::to_string(i)), indexOf(order, "idle"));
+    EXPECT_LT(indexOf(order, "b" + std::to_string(i)), indexOf(order, "idle"));
+  }
+}
+
+TEST_F(FairQueueTest, CostIsTheBytesTouchedUnlessGiven) {
+  auto x = engine().allocate(1000, "test");
+  auto y = engine().allocate(3000, "test");
+  Job j{.what = "op", .writes = {y}};
+  j.reads.emplace_back("input", x);
+  const uint64_t dispatch = FairQueue::costOf(Job{});
+  EXPECT_EQ(FairQueue::costOf(j), 4000 + dispatch);
+  j.cost = 10;
+  EXPECT_EQ(FairQueue::costOf(j), 10 + dispatch);
+}
+
+}  // namespace
+}  // namespace tensord::compute::testing
