@@ -56,13 +56,9 @@ class Listener::Connection {
         rpc_(capnp::makeRpcServer(network_, kj::heap<DaemonImpl>(state_, std::move(auth)))) {
     // Stop reading new calls while this many words of calls are unanswered.
     rpc_.setFlowLimit(listener.server_.config.limits.maxMessageBytes / sizeof(capnp::word));
-    ++listener_.connectionCount_;
     listener_.server_.log.debug("connection from {}", state_->peer);
   }
-  ~Connection() {
-    --listener_.connectionCount_;
-    listener_.server_.log.debug("connection from {} closed", state_->peer);
-  }
+  ~Connection() { listener_.server_.log.debug("connection from {} closed", state_->peer); }
 
   kj::Promise<void> onDisconnect() { return network_.onDisconnect(); }
 
@@ -72,6 +68,18 @@ class Listener::Connection {
   capnp::TwoPartyVatNetwork network_;
   std::shared_ptr<ConnectionState> state_;
   capnp::RpcSystem<capnp::rpc::twoparty::VatId> rpc_;
+};
+
+// One accepted socket counted against limits.max_connections, from accept
+// (before any TLS handshake) until the socket closes.
+class Listener::Slot {
+ public:
+  explicit Slot(Listener& listener) : listener_(listener) { ++listener_.connectionCount_; }
+  ~Slot() { --listener_.connectionCount_; }
+  KJ_DISALLOW_COPY(Slot);
+
+ private:
+  Listener& listener_;
 };
 
 Listener::Listener(ServerState& server, kj::Own<kj::ConnectionReceiver> receiver, ServerTls* tls)
@@ -110,24 +118,37 @@ void Listener::addConnection(kj::AuthenticatedStream accepted) {
     // Not a TCP socket; nothing to tune.
   }
   std::string peer = peerName(*accepted.stream);
+  const uint32_t cap = server_.config.limits.maxConnections;
+  if (connectionCount_ >= cap) {
+    // Accepting and closing (rather than not accepting) keeps the backlog from
+    // filling with peers that would wait for nothing.
+    server_.log.warn("closing the connection from {}: {} connections are open (limits.max_connections {})", peer,
+                     connectionCount_, cap);
+    server_.auditDenial("", peer, "connect", "",
+                        "limits.max_connections (" + std::to_string(cap) + ") connections are open");
+    return;  // dropping the stream closes the socket
+  }
+  auto slot = kj::heap<Slot>(*this);
   const uint32_t timeoutMs = server_.config.authTimeoutMs;
   const kj::TimePoint deadline = server_.timer.now() + timeoutMs * kj::MILLISECONDS;
   auto auth = std::make_shared<ConnectionAuth>();
   if (tls_ == nullptr) {
-    startConnection(kj::mv(accepted.stream), std::move(peer), std::move(auth), deadline);
+    startConnection(kj::mv(accepted.stream), std::move(peer), std::move(auth), deadline, kj::mv(slot));
     return;
   }
   auth->tls = true;
   // The handshake runs beside the accept loop, bounded by the same deadline.
   auto handshake = server_.timer.timeoutAt(deadline, tls_->accept(kj::mv(accepted)));
+  // The slot rides on the handshake's continuation: it is held until the
+  // handshake fails or the connection it becomes closes.
   connections_.add(handshake.then(
-      [this, peer, auth, deadline](kj::AuthenticatedStream secured) mutable {
+      [this, peer, auth, deadline, slot = kj::mv(slot)](kj::AuthenticatedStream secured) mutable {
         auth->certificateNames = certificateNames(*secured.peerIdentity);
         if (!auth->certificateNames.empty()) {
           server_.log.debug("TLS client {} presented a verified certificate for '{}'", peer,
                             auth->certificateNames.front());
         }
-        startConnection(kj::mv(secured.stream), std::move(peer), std::move(auth), deadline);
+        startConnection(kj::mv(secured.stream), std::move(peer), std::move(auth), deadline, kj::mv(slot));
       },
       [this, peer](kj::Exception&& e) {
         std::string reason = e.getDescription().cStr();
@@ -138,7 +159,7 @@ void Listener::addConnection(kj::AuthenticatedStream accepted) {
 }
 
 void Listener::startConnection(kj::Own<kj::AsyncIoStream> stream, std::string peer,
-                               std::shared_ptr<ConnectionAuth> auth, kj::TimePoint deadline) {
+                               std::shared_ptr<ConnectionAuth> auth, kj::TimePoint deadline, kj::Own<Slot> slot) {
   auto connection = kj::heap<Connection>(*this, kj::mv(stream), peer, auth);
   auto disconnected = connection->onDisconnect();
   // Closes a connection that has not opened a session by the deadline.
@@ -149,7 +170,7 @@ void Listener::startConnection(kj::Own<kj::AsyncIoStream> stream, std::string pe
                          server_.config.authTimeoutMs);
         return kj::READY_NOW;
       });
-  connections_.add(disconnected.exclusiveJoin(kj::mv(unauthenticated)).attach(kj::mv(connection)));
+  connections_.add(disconnected.exclusiveJoin(kj::mv(unauthenticated)).attach(kj::mv(connection), kj::mv(slot)));
 }
 
 void Listener::taskFailed(kj::Exception&& exception) {

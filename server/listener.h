@@ -5,7 +5,10 @@
 // DaemonImpl bootstrap bound to that connection's state. With a ServerTls
 // every accepted socket first completes a TLS handshake (a failure is logged
 // and the socket closed). A connection that has not authenticated within
-// auth_timeout_ms of being accepted (handshake included) is closed.
+// auth_timeout_ms of being accepted (handshake included) is closed. At most
+// limits.max_connections sockets are open at once (handshakes included); one
+// accepted beyond that is closed at once, logged and audited, and the open
+// ones keep working.
 //
 // Threads: the event-loop thread only. ServerState must outlive the Listener.
 
@@ -25,7 +28,8 @@ struct ConnectionAuth;
 
 class Listener final : private kj::TaskSet::ErrorHandler {
  public:
-  // `tls` (may be null: plain TCP) must outlive the Listener.
+  // `tls` (may be null: plain TCP) must outlive the Listener. Each accept
+  // uses the TLS context in force at that moment (ServerTls::reload).
   Listener(ServerState& server, kj::Own<kj::ConnectionReceiver> receiver, ServerTls* tls = nullptr);
   ~Listener();
 
@@ -33,14 +37,16 @@ class Listener final : private kj::TaskSet::ErrorHandler {
   void start();
   // Closes the listening socket; open connections keep working.
   void stopAccepting();
+  // Open sockets, TLS handshakes in progress included.
   size_t connectionCount() const { return connectionCount_; }
 
  private:
   class Connection;
+  class Slot;
   kj::Promise<void> acceptLoop();
   void addConnection(kj::AuthenticatedStream accepted);
   void startConnection(kj::Own<kj::AsyncIoStream> stream, std::string peer, std::shared_ptr<ConnectionAuth> auth,
-                       kj::TimePoint deadline);
+                       kj::TimePoint deadline, kj::Own<Slot> slot);
   void taskFailed(kj::Exception&& exception) override;
 
   ServerState& server_;

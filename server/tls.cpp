@@ -1,6 +1,7 @@
 #include "server/tls.h"
 
 #include <kj/compat/tls.h>
+#include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
@@ -77,15 +78,46 @@ std::vector<kj::TlsCertificate> readCertificates(const std::filesystem::path& pa
   return out;
 }
 
+// The first certificate of a PEM chain as "subject '...', expires ...".
+std::string describeLeaf(const std::string& chain) {
+  BIO* in = BIO_new_mem_buf(chain.data(), int(chain.size()));
+  X509* cert = in == nullptr ? nullptr : PEM_read_bio_X509(in, nullptr, nullptr, nullptr);
+  BIO_free(in);
+  if (cert == nullptr) return "an unreadable certificate";
+  char subject[256] = {};
+  X509_NAME_oneline(X509_get_subject_name(cert), subject, sizeof(subject));
+  std::string expires = "?";
+  if (BIO* out = BIO_new(BIO_s_mem())) {
+    if (ASN1_TIME_print(out, X509_get0_notAfter(cert)) == 1) {
+      char* text = nullptr;
+      const long length = BIO_get_mem_data(out, &text);
+      expires.assign(text, size_t(length));
+    }
+    BIO_free(out);
+  }
+  X509_free(cert);
+  return "subject '" + std::string(subject) + "', expires " + expires;
+}
+
 }  // namespace
 
 struct ServerTls::Impl {
   std::optional<kj::TlsKeypair> keypair;
   std::vector<kj::TlsCertificate> clientCas;
   kj::Own<kj::TlsContext> context;
+  std::string description;  // describeCertificate()
 };
 
-ServerTls::ServerTls(const TlsConfig& config) : impl_(std::make_unique<Impl>()) {
+ServerTls::ServerTls(const TlsConfig& config) : impl_(load(config)) {}
+
+ServerTls::~ServerTls() = default;
+
+void ServerTls::reload(const TlsConfig& config) { impl_ = load(config); }
+
+std::string ServerTls::describeCertificate() const { return impl_->description; }
+
+std::shared_ptr<ServerTls::Impl> ServerTls::load(const TlsConfig& config) {
+  auto impl = std::make_shared<Impl>();
   const std::string chain = readFile(config.certFile, "tls.cert_file");
   const std::string key = readFile(config.keyFile, "tls.key_file");
   std::optional<kj::TlsCertificate> certificate;
@@ -100,35 +132,41 @@ ServerTls::ServerTls(const TlsConfig& config) : impl_(std::make_unique<Impl>()) 
   } catch (const kj::Exception& e) {
     fail("tls.key_file", config.keyFile.string() + ": not an unencrypted PEM private key: " + kjMessage(e));
   }
-  impl_->keypair.emplace(kj::TlsKeypair{*privateKey, *certificate});
+  impl->keypair.emplace(kj::TlsKeypair{*privateKey, *certificate});
   if (config.clientAuth != ClientAuth::kNone) {
-    impl_->clientCas = readCertificates(config.clientCaFile, "tls.client_ca_file");
+    impl->clientCas = readCertificates(config.clientCaFile, "tls.client_ca_file");
   }
+  impl->description = describeLeaf(chain);
 
   kj::TlsContext::Options options;
   options.useSystemTrustStore = false;  // clients are trusted only through tls.client_ca_file
   options.minVersion = kj::TlsVersion::TLS_1_2;
-  options.defaultKeypair = *impl_->keypair;
-  options.trustedCertificates = kj::ArrayPtr<const kj::TlsCertificate>(impl_->clientCas.data(), impl_->clientCas.size());
+  options.defaultKeypair = *impl->keypair;
+  options.trustedCertificates = kj::ArrayPtr<const kj::TlsCertificate>(impl->clientCas.data(), impl->clientCas.size());
   options.verifyClients = config.clientAuth == ClientAuth::kRequired;
   try {
-    impl_->context = kj::heap<kj::TlsContext>(kj::mv(options));
+    impl->context = kj::heap<kj::TlsContext>(kj::mv(options));
   } catch (const kj::Exception& e) {
     // Most likely the key does not belong to the certificate.
-    fail("tls.key_file", "cannot use " + config.keyFile.string() + " with " + config.certFile.string() + ": " +
-                             kjMessage(e));
+    fail("tls.key_file",
+         "cannot use " + config.keyFile.string() + " with " + config.certFile.string() + ": " + kjMessage(e));
   }
-  auto* ctx = static_cast<SSL_CTX*>((*impl_->context).*member(ContextCtx{}));
+  auto* ctx = static_cast<SSL_CTX*>((*impl->context).*member(ContextCtx{}));
   if (config.clientAuth == ClientAuth::kOptional) SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
   // Without a session id context OpenSSL refuses to resume sessions of verified clients.
   static const unsigned char kSessionContext[] = "tensord";
   SSL_CTX_set_session_id_context(ctx, kSessionContext, sizeof(kSessionContext) - 1);
+  return impl;
 }
 
-ServerTls::~ServerTls() = default;
-
 kj::Promise<kj::AuthenticatedStream> ServerTls::accept(kj::AuthenticatedStream stream) {
-  return impl_->context->wrapServer(kj::mv(stream));
+  // The handshake and the connection it yields keep the context they started
+  // with alive, so a reload meanwhile leaves them untouched.
+  std::shared_ptr<Impl> impl = impl_;
+  return impl->context->wrapServer(kj::mv(stream)).then([impl](kj::AuthenticatedStream secured) mutable {
+    secured.stream = secured.stream.attach(kj::mv(impl));
+    return secured;
+  });
 }
 
 std::vector<std::string> certificateNames(kj::PeerIdentity& identity) {

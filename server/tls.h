@@ -2,7 +2,8 @@
 // The listener's TLS side: the server certificate and key, the client CA and
 // the client_auth mode of the config's `tls` object, in a KJ TlsContext
 // (OpenSSL 3, TLS 1.2 or later), plus reading the names a verified client
-// certificate offers as identity.
+// certificate offers as identity. reload() re-reads the files (SIGHUP): new
+// handshakes use the new context, connections already open keep theirs.
 //
 // Threads: the event-loop thread only.
 
@@ -24,14 +25,23 @@ class ServerTls {
   ServerTls(const ServerTls&) = delete;
   ServerTls& operator=(const ServerTls&) = delete;
 
-  // The server side of the handshake. Resolves once it completed (and the
-  // client certificate, when one is asked for and sent, verified); the
-  // peer identity is then a kj::TlsPeerIdentity.
+  // The server side of the handshake with the context in force now. Resolves
+  // once it completed (and the client certificate, when one is asked for and
+  // sent, verified); the peer identity is then a kj::TlsPeerIdentity.
   kj::Promise<kj::AuthenticatedStream> accept(kj::AuthenticatedStream stream);
+
+  // Reads the files afresh and puts them in force for new handshakes. Throws
+  // ConfigError naming the tls.* key at fault; the previous context then stays.
+  void reload(const TlsConfig& config);
+
+  // "subject '/CN=localhost', expires Jun  1 12:00:00 2030 GMT": the
+  // certificate new connections are offered.
+  std::string describeCertificate() const;
 
  private:
   struct Impl;
-  std::unique_ptr<Impl> impl_;
+  static std::shared_ptr<Impl> load(const TlsConfig& config);
+  std::shared_ptr<Impl> impl_;
 };
 
 // The verified client certificate's subject CN and its DNS and email SANs,

@@ -75,7 +75,9 @@ TEST_F(AdminTest, AdminReloadAllowedForAdmin) {
   EXPECT_EQ(errorOf([&] { admin->adminReload(); }), "");
   // The open session runs under the new policy at once.
   EXPECT_EQ(bob->status().roles, std::vector<std::string>{"trainer"});
-  EXPECT_TRUE(contains(daemon().log(), "(admin reload by 'admin')")) << daemon().log();
+  // The daemon's output reaches log() through a pipe: give it a moment.
+  EXPECT_TRUE(waitUntil([&] { return contains(daemon().log(), "(admin reload by 'admin')"); }, std::chrono::seconds(10)))
+      << daemon().log();
 
   // The same through tensorctl.
   auto r = ctl("admin", {"admin", "reload"});

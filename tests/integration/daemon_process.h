@@ -46,6 +46,7 @@ class DaemonProcess {
   const std::filesystem::path& configPath() const { return configPath_; }
   const std::filesystem::path& dir() const { return dir_; }
   std::string log() const;  // everything the daemon printed so far
+  pid_t pid() const { return process_->pid(); }  // for /proc/PID inspection
 
   // SIGTERM, then waits; returns the wait status, or nullopt if it did not
   // exit within the timeout (it is then killed).

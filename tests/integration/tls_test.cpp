@@ -1,20 +1,19 @@
 // TLS on the RPC listener and in the client: handshake and an op call over
 // tls://, a wrong CA, an expired client certificate, certificate-to-principal
 // mapping (CN and email SAN), client_auth required, the plain-TCP policy on a
-// non-loopback address, auth_timeout_ms, and tensorctl over tls://.
+// non-loopback address, auth_timeout_ms, tensorctl over tls://, and SIGHUP
+// re-reading the certificate, key and client CA files.
 //
 // Certificates are made at run time with the openssl command-line tool.
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <fstream>
 
 #include "tests/integration/daemon_test.h"
 #include "tests/integration/process.h"
+#include "tests/integration/raw_socket.h"
 
 namespace tensord::testing {
 namespace {
@@ -40,6 +39,7 @@ class Certificates {
     makeCert("bob", "ca", "/CN=bob", "", "30");
     makeCert("expired", "ca", "/CN=alice", "", "-1");  // notAfter one day before now
     makeCert("stranger", "other-ca", "/CN=alice", "", "30");
+    makeCert("server-b", "other-ca", "/CN=localhost", "subjectAltName=IP:127.0.0.1,DNS:localhost", "30");
   }
   ~Certificates() {
     std::error_code ec;
@@ -55,16 +55,17 @@ class Certificates {
     if (r.exitCode != 0) throw std::runtime_error("openssl failed: " + describe(r));
   }
   void makeCa(const std::string& name, const std::string& cn) {
-    run({"req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", key(name),
-         "-out", pem(name), "-days", "30", "-subj", "/CN=" + cn});
+    run({"req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", key(name), "-out",
+         pem(name), "-days", "30", "-subj", "/CN=" + cn});
   }
   void makeCert(const std::string& name, const std::string& ca, const std::string& subject, const std::string& ext,
                 const std::string& days) {
     const std::string csr = (dir_ / (name + ".csr")).string();
     run({"req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", key(name), "-out", csr,
          "-subj", subject});
-    std::vector<std::string> argv = {"x509", "-req", "-in", csr, "-CA", pem(ca), "-CAkey", key(ca),
-                                     "-CAcreateserial", "-out", pem(name), "-days", days};
+    std::vector<std::string> argv = {
+        "x509", "-req",    "-in",   csr, "-CA", pem(ca), "-CAkey", key(ca), "-CAcreateserial",
+        "-out", pem(name), "-days", days};
     if (!ext.empty()) {
       const std::string extFile = (dir_ / (name + ".ext")).string();
       std::ofstream(extFile) << ext << "\n";
@@ -229,8 +230,8 @@ TEST_F(IntegrationTls, TlsClientOnPlainListenerFails) {
 
 TEST_F(IntegrationTls, RequiredClientAuthRefusesAClientWithoutCertificate) {
   DaemonProcess required(tlsDaemon("required"));
-  ConnectOptions options{.address = "tls://" + required.address(), .token = required.token(),
-                         .caFile = certs().pem("ca")};
+  ConnectOptions options{
+      .address = "tls://" + required.address(), .token = required.token(), .caFile = certs().pem("ca")};
   EXPECT_THROW(Client{options}, Error);
   options.certFile = certs().pem("alice");
   options.keyFile = certs().key("alice");
@@ -238,35 +239,6 @@ TEST_F(IntegrationTls, RequiredClientAuthRefusesAClientWithoutCertificate) {
   EXPECT_EQ(Client(options).whoami(), "alice-cert");
   auto status = required.stop();
   EXPECT_TRUE(status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << required.log();
-}
-
-// Connects a raw TCP socket; returns the fd.
-int rawConnect(const std::string& address) {
-  const size_t colon = address.rfind(':');
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(uint16_t(std::stoi(address.substr(colon + 1))));
-  inet_pton(AF_INET, address.substr(0, colon).c_str(), &addr.sin_addr);
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-// True when the peer closes `fd` within `timeout` (read returns 0 or an error).
-bool closedWithin(int fd, std::chrono::milliseconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  for (;;) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) return false;
-    pollfd pfd{fd, POLLIN, 0};
-    if (poll(&pfd, 1, int(left.count())) <= 0) continue;
-    char buf[256];
-    ssize_t n = read(fd, buf, sizeof buf);
-    if (n <= 0) return true;
-  }
 }
 
 TEST_F(IntegrationTls, UnauthenticatedConnectionIsClosedAfterAuthTimeout) {
@@ -341,7 +313,9 @@ TEST(IntegrationTlsConfig, PlainTcpOnNonLoopbackWithTheFlagWarns) {
   options.listen = "0.0.0.0:0";
   options.extra = {{"allow_remote_plaintext", true}};
   DaemonProcess daemon(options);
-  EXPECT_NE(daemon.log().find("plain TCP on the non-loopback address 0.0.0.0:0 (allow_remote_plaintext)"), std::string::npos) << daemon.log();
+  EXPECT_NE(daemon.log().find("plain TCP on the non-loopback address 0.0.0.0:0 (allow_remote_plaintext)"),
+            std::string::npos)
+      << daemon.log();
   EXPECT_NE(daemon.log().find("[warning]"), std::string::npos) << daemon.log();
   const std::string port = daemon.address().substr(daemon.address().rfind(':') + 1);
   Client client({.address = "127.0.0.1:" + port, .token = daemon.token()});
@@ -352,11 +326,13 @@ TEST(IntegrationTlsConfig, PlainTcpOnNonLoopbackWithTheFlagWarns) {
 
 TEST_F(IntegrationTls, TensorctlOverTls) {
   const std::string ctl = (buildDir() / "client" / "tensorctl").string();
-  const EnvChanges clean = {{"TENSORD_ADDR", std::nullopt}, {"TENSORD_TOKEN", std::nullopt},
-                            {"TENSORD_CA", std::nullopt},   {"TENSORD_CERT", std::nullopt},
+  const EnvChanges clean = {{"TENSORD_ADDR", std::nullopt},
+                            {"TENSORD_TOKEN", std::nullopt},
+                            {"TENSORD_CA", std::nullopt},
+                            {"TENSORD_CERT", std::nullopt},
                             {"TENSORD_KEY", std::nullopt}};
-  auto r = runCommand({ctl, "--connect", tlsAddress(), "--ca", certs().pem("ca"), "--token", daemon().token(), "whoami"},
-                      clean);
+  auto r = runCommand(
+      {ctl, "--connect", tlsAddress(), "--ca", certs().pem("ca"), "--token", daemon().token(), "whoami"}, clean);
   EXPECT_EQ(r.exitCode, 0) << describe(r);
   EXPECT_NE(r.out.find(daemon().principal()), std::string::npos) << describe(r);
 
@@ -379,6 +355,99 @@ TEST_F(IntegrationTls, TensorctlOverTls) {
                  clean);
   EXPECT_EQ(r.exitCode, 3) << describe(r);
   EXPECT_NE(r.err.find("TLS handshake"), std::string::npos) << describe(r);
+}
+
+// How often `part` occurs in `text`.
+size_t occurrences(const std::string& text, const std::string& part) {
+  size_t n = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + part.size())) ++n;
+  return n;
+}
+
+// SIGHUP re-reads tls.cert_file, tls.key_file and tls.client_ca_file: new
+// connections get the new certificate and client CAs, an open connection
+// keeps its own; a broken or missing file is refused with a log line naming
+// the key, and the last good files stay in use.
+TEST(IntegrationTlsReload, SighupRereadsCertificateKeyAndClientCa) {
+  std::string tmpl = (fs::temp_directory_path() / "tensord-tlsreload-XXXXXX").string();
+  ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+  const fs::path dir = tmpl;
+  // Replaces dir/name with a copy of `from` in one rename, as deployment tools do.
+  auto install = [&](const std::string& from, const std::string& name) {
+    fs::copy_file(from, dir / (name + ".tmp"), fs::copy_options::overwrite_existing);
+    fs::rename(dir / (name + ".tmp"), dir / name);
+  };
+  install(certs().pem("server"), "server.pem");
+  install(certs().key("server"), "server.key");
+  install(certs().pem("ca"), "client-ca.pem");
+  DaemonOptions options = tlsDaemon("optional");
+  options.extra["tls"] = {{"cert_file", (dir / "server.pem").string()},
+                          {"key_file", (dir / "server.key").string()},
+                          {"client_ca_file", (dir / "client-ca.pem").string()},
+                          {"client_auth", "optional"}};
+  DaemonProcess daemon(options);
+  const std::string address = "tls://" + daemon.address();
+  auto trusting = [&](const std::string& ca) {
+    return ConnectOptions{.address = address, .token = daemon.token(), .caFile = certs().pem(ca)};
+  };
+  auto withCertificate = [&](const std::string& name, const std::string& ca) {
+    return ConnectOptions{.address = address,
+                          .token = "",
+                          .caFile = certs().pem(ca),
+                          .certFile = certs().pem(name),
+                          .keyFile = certs().key(name)};
+  };
+  auto sighupAndWaitFor = [&](const std::string& line) {
+    const size_t seen = occurrences(daemon.log(), line);
+    daemon.signal(SIGHUP);
+    return waitUntil([&] { return occurrences(daemon.log(), line) > seen; }, std::chrono::seconds(20));
+  };
+
+  Client before(trusting("ca"));
+  EXPECT_EQ(before.whoami(), daemon.principal());
+  EXPECT_EQ(Client(withCertificate("alice", "ca")).whoami(), "alice-cert");
+
+  // Rotate to a certificate from another CA, which now also signs client certificates.
+  install(certs().pem("server-b"), "server.pem");
+  install(certs().key("server-b"), "server.key");
+  install(certs().pem("other-ca"), "client-ca.pem");
+  ASSERT_TRUE(sighupAndWaitFor("reloaded the TLS certificate " + (dir / "server.pem").string())) << daemon.log();
+  EXPECT_EQ(Client(trusting("other-ca")).whoami(), daemon.principal());
+  EXPECT_THROW(Client{trusting("ca")}, Error) << "a new connection was offered the old certificate";
+  EXPECT_EQ(Client(withCertificate("stranger", "other-ca")).whoami(), "alice-cert");  // CN alice, from other-ca
+  EXPECT_THROW(
+      {
+        Client alice(withCertificate("alice", "other-ca"));
+        alice.whoami();
+      },
+      Error)
+      << "a client certificate from the replaced client CA was accepted";
+  // The connection opened before the reload keeps working.
+  auto x = before.upload(Shape{2}, std::vector<float>{-1, 2});
+  EXPECT_EQ(relu(x).toHost(), (std::vector<float>{0, 2}));
+
+  // A certificate file that is not PEM: refused, the last good files stay.
+  std::ofstream(dir / "server.pem.tmp") << "not a certificate\n";
+  fs::rename(dir / "server.pem.tmp", dir / "server.pem");
+  ASSERT_TRUE(sighupAndWaitFor("TLS reload failed")) << daemon.log();
+  EXPECT_NE(daemon.log().find("TLS reload failed, new connections keep the previous certificate: tls.cert_file: " +
+                              (dir / "server.pem").string()),
+            std::string::npos)
+      << daemon.log();
+  EXPECT_EQ(Client(trusting("other-ca")).whoami(), daemon.principal());
+
+  // A missing key file: the same.
+  install(certs().pem("server-b"), "server.pem");
+  fs::remove(dir / "server.key");
+  ASSERT_TRUE(sighupAndWaitFor("TLS reload failed")) << daemon.log();
+  EXPECT_NE(daemon.log().find("tls.key_file: cannot open " + (dir / "server.key").string()), std::string::npos)
+      << daemon.log();
+  EXPECT_EQ(Client(trusting("other-ca")).whoami(), daemon.principal());
+  EXPECT_EQ(before.whoami(), daemon.principal());
+
+  auto status = daemon.stop();
+  EXPECT_TRUE(status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << daemon.log();
+  fs::remove_all(dir);
 }
 
 }  // namespace

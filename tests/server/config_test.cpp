@@ -43,6 +43,7 @@ TEST(ConfigTest, DefaultsFillEveryOptionalKey) {
   EXPECT_EQ(c.limits.maxTensorBytes, 4294967296u);
   EXPECT_EQ(c.limits.maxMessageBytes, 67108864u);
   EXPECT_EQ(c.limits.maxInflightCallsPerConnection, 1024u);
+  EXPECT_EQ(c.limits.maxConnections, 1024u);
   EXPECT_EQ(c.staging.slotBytes, 8388608u);
   EXPECT_EQ(c.staging.slots, 8u);
   ASSERT_EQ(c.tokens.size(), 1u);
@@ -55,7 +56,7 @@ TEST(ConfigTest, EveryKeyIsRead) {
     "listen": "[::1]:0", "allow_remote_plaintext": true, "device": "NVIDIA",
     "state_dir": "/s", "cache_dir": "/c", "log_level": "debug",
     "limits": {"memory_limit_bytes": 1000, "max_tensor_bytes": 12, "max_message_bytes": 4194304,
-               "max_inflight_calls_per_connection": 3},
+               "max_inflight_calls_per_connection": 3, "max_connections": 5},
     "staging": {"slot_bytes": 65536, "slots": 2})"));
   EXPECT_EQ(c.listen.host, "::1");
   EXPECT_EQ(c.listen.port, 0);
@@ -68,6 +69,7 @@ TEST(ConfigTest, EveryKeyIsRead) {
   EXPECT_EQ(c.limits.maxTensorBytes, 12u);
   EXPECT_EQ(c.limits.maxMessageBytes, 4194304u);
   EXPECT_EQ(c.limits.maxInflightCallsPerConnection, 3u);
+  EXPECT_EQ(c.limits.maxConnections, 5u);
   EXPECT_EQ(c.staging.slotBytes, 65536u);
   EXPECT_EQ(c.staging.slots, 2u);
 }
@@ -103,6 +105,9 @@ TEST(ConfigTest, EachValidationErrorNamesItsKey) {
       {R"("limits": {"max_message_bytes": 1024})", "limits.max_message_bytes: must be at least 2097152"},
       {R"("limits": {"max_inflight_calls_per_connection": 0})",
        "limits.max_inflight_calls_per_connection: expected an integer from 1 to 4294967295, got 0"},
+      {R"("limits": {"max_connections": 0})", "limits.max_connections: expected an integer from 1 to 4294967295, got 0"},
+      {R"("limits": {"max_connections": "many"})",
+       R"(limits.max_connections: expected a non-negative integer, got "many")"},
       {R"("limits": 5)", "limits: expected an object, got 5"},
       {R"("staging": {"slot_bytes": 5000})", "staging.slot_bytes: expected a multiple of 4096, got 5000"},
       {R"("staging": {"slot_bytes": 0})", "staging.slot_bytes: expected an integer from 4096"},
