@@ -4,6 +4,7 @@
 
 #include <sys/stat.h>
 
+#include <charconv>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -33,7 +34,7 @@ const std::map<std::string, CommandShape, std::less<>>& commands() {
       {"put", {2, 2, "put NAME FILE.npy"}},
       {"get", {2, 2, "get NAME FILE.npy"}},
       {"call", {1, SIZE_MAX, "call OP IN... [--attr key=value]... --out NAME"}},
-      {"ls", {0, 0, "ls [--json]"}},
+      {"ls", {0, 1, "ls [PREFIX] [--limit N] [--after NAME] [--json]"}},
       {"rm", {1, SIZE_MAX, "rm NAME..."}},
   };
   return table;
@@ -49,6 +50,16 @@ void splitInto(std::vector<std::string>& out, std::string_view list) {
     if (comma == std::string_view::npos) return;
     rest.remove_prefix(comma + 1);
   }
+}
+
+uint32_t parseLimit(const std::string& text) {
+  uint32_t n = 0;
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (text.empty() || error != std::errc() || end != text.data() + text.size() || n == 0) {
+    throw UsageError("--limit: expected a whole number from 1 to " + std::to_string(UINT32_MAX) + ", got '" + text +
+                     "'");
+  }
+  return n;
 }
 
 std::string trim(std::string_view s) {
@@ -168,6 +179,11 @@ Options parseArgs(const std::vector<std::string>& args, const std::function<cons
       options.attrs.push_back(value());
     } else if (name == "--out") {
       splitInto(options.outs, value());
+    } else if (name == "--limit") {
+      options.limit = parseLimit(value());
+    } else if (name == "--after") {
+      options.after = value();
+      if (options.after.empty()) throw UsageError("--after needs a tensor name");
     } else {
       throw UsageError("unknown option '" + name + "'");
     }
@@ -237,6 +253,9 @@ Options parseArgs(const std::vector<std::string>& args, const std::function<cons
   if (options.command != "call" && (!options.attrs.empty() || !options.outs.empty())) {
     throw UsageError(std::string(options.attrs.empty() ? "--out" : "--attr") + " is only valid for 'call'");
   }
+  if (options.command != "ls" && (options.limit != 0 || !options.after.empty())) {
+    throw UsageError(std::string(options.limit != 0 ? "--limit" : "--after") + " is only valid for 'ls'");
+  }
   if (options.command == "admin" && options.args[0] != "reload") {
     throw UsageError("unknown admin command '" + options.args[0] + "' (usage: tensorctl admin reload)");
   }
@@ -274,7 +293,10 @@ commands:
                                 repeated --out); attr values: 3, 0.5, true,
                                 text, 0,1 (int or float lists); a scalar
                                 operand: add x --attr other=2.5
-  ls [--json]                   named tensors: name, dtype, shape, bytes, owner
+  ls [PREFIX] [--json]          named tensors (those starting with PREFIX): name,
+                                dtype, shape, bytes, owner
+     [--limit N] [--after NAME] at most N of them, starting after NAME; when
+                                more follow, says how to go on (on stderr)
   rm NAME...                    delete named tensors
 
 options:

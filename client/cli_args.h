@@ -1,6 +1,7 @@
 #pragma once
 // tensorctl's command line, parsed by hand. Internal to tensorctl.
 
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <optional>
@@ -30,6 +31,8 @@ struct Options {
   std::vector<std::string> args;   // positionals after the command
   std::vector<std::string> attrs;  // call: --attr key=value, in order
   std::vector<std::string> outs;   // call: --out names (repeated or comma-separated)
+  uint32_t limit = 0;              // ls: --limit N, show at most N (0 = all)
+  std::string after;               // ls: --after NAME, start after NAME (a previous --limit's next)
 };
 
 // ~/.config/tensord/credentials: `key = value` lines (token, connect, ca,

@@ -1,5 +1,7 @@
 // The Client facade: session-level requests over one Connection.
 
+#include <iterator>
+
 #include "client/connection.h"
 #include "client/transfer.h"
 #include "client/wire.h"
@@ -83,14 +85,37 @@ Tensor Client::restore(std::string_view name) {
   });
 }
 
-std::vector<TensorInfo> Client::list() {
+TensorPage Client::listPage(std::string_view prefix, std::string_view after, uint32_t limit) {
   auto& conn = *impl_->conn;
   return conn.guard([&] {
-    auto response = conn.session().listTensorsRequest().send().wait(conn.waitScope());
-    std::vector<TensorInfo> out;
-    for (auto info : response.getTensors()) out.push_back(wire::fromWire(info));
-    return out;
+    auto request = conn.session().listTensorsRequest();
+    request.setPrefix(std::string(prefix));
+    request.setAfter(std::string(after));
+    request.setLimit(limit);
+    auto response = request.send().wait(conn.waitScope());
+    TensorPage page;
+    for (auto info : response.getTensors()) {
+      // A daemon before protocol 5 ignores the prefix.
+      TensorInfo tensor = wire::fromWire(info);
+      if (tensor.name.starts_with(prefix)) page.tensors.push_back(std::move(tensor));
+    }
+    page.next = response.getNext().cStr();
+    return page;
   });
+}
+
+std::vector<TensorInfo> Client::list(std::string_view prefix) {
+  std::vector<TensorInfo> out;
+  std::string after;
+  for (;;) {
+    TensorPage page = listPage(prefix, after);
+    out.insert(out.end(), std::make_move_iterator(page.tensors.begin()), std::make_move_iterator(page.tensors.end()));
+    if (page.next.empty()) return out;
+    if (page.next == after) {  // a daemon that does not advance would loop forever
+      throw Error(Error::Kind::kFailed, "listTensors: the daemon returned the same page cursor '" + after + "' twice");
+    }
+    after = std::move(page.next);
+  }
 }
 
 void Client::remove(std::string_view name) {

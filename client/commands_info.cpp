@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <iterator>
+#include <string>
 
 #include "client/attr_parse.h"
 #include "client/commands.h"
@@ -191,9 +193,29 @@ int cmdOps(const Options& options, Connector& connector) {
 }
 
 int cmdLs(const Options& options, Connector& connector) {
-  std::vector<TensorInfo> tensors = connector.client().list();
-  std::sort(tensors.begin(), tensors.end(),
-            [](const TensorInfo& a, const TensorInfo& b) { return a.name != b.name ? a.name < b.name : a.id < b.id; });
+  const std::string prefix = options.args.empty() ? "" : options.args[0];
+  // Pages come sorted (names, then unnamed by id); follow them until the
+  // listing or --limit ends.
+  std::vector<TensorInfo> tensors;
+  std::string next = options.after;
+  do {
+    const uint32_t want = options.limit == 0 ? 0 : uint32_t(options.limit - tensors.size());
+    TensorPage page = connector.client().listPage(prefix, next, want);
+    tensors.insert(tensors.end(), std::make_move_iterator(page.tensors.begin()),
+                   std::make_move_iterator(page.tensors.end()));
+    if (!page.next.empty() && page.next == next) {
+      throw Error(Error::Kind::kFailed, "listTensors: the daemon returned the same page cursor '" + next + "' twice");
+    }
+    next = std::move(page.next);
+  } while (!next.empty() && (options.limit == 0 || tensors.size() < options.limit));
+  if (options.limit != 0 && tensors.size() > options.limit) {  // a daemon before protocol 5 sends everything
+    tensors.resize(options.limit);
+    next = tensors.back().name.empty() ? "#" + std::to_string(tensors.back().id) : tensors.back().name;
+  }
+  if (!next.empty()) {
+    std::fprintf(stderr, "tensorctl: more tensors follow; go on with: tensorctl ls %s%s--limit %u --after %s\n",
+                 prefix.c_str(), prefix.empty() ? "" : " ", unsigned(options.limit), next.c_str());
+  }
   if (options.json) {
     auto out = nlohmann::json::array();
     for (const auto& t : tensors) out.push_back(toJson(t));

@@ -8,10 +8,11 @@
 
 $import "/capnp/c++.capnp".namespace("tensord::proto");
 
-const protocolVersion :UInt32 = 4;
+const protocolVersion :UInt32 = 5;
 # 2: OpSpec.inputSpecs/view/mutates/differentiable, DeviceInfo.dtypes, AttrType.scalar.
 # 3: Daemon.authenticateWithCertificate.
 # 4: Session.adminReload, Session.status, QuotaUse.
+# 5: Session.listTensors pages: prefix, after, limit and next.
 
 # ---------------------------------------------------------------- data types
 
@@ -193,8 +194,14 @@ interface Session {
   # used before this call returns.
   upload @4 (desc :TensorDesc) -> (writer :TensorWriter);
   restore @5 (name :Text) -> (tensor :Tensor);
-  listTensors @6 () -> (tensors :List(TensorInfo));
-  # Named tensors plus this session's live unnamed ones.
+  listTensors @6 (prefix :Text, after :Text, limit :UInt32) -> (tensors :List(TensorInfo), next :Text);
+  # One page of the named tensors the caller may read, sorted by name, then
+  # this session's live unnamed ones, by id. `prefix`: only names starting
+  # with it (unnamed tensors show only when it is empty). `after`: resume
+  # after this point; pass the previous page's `next`, "" for the first page.
+  # `limit`: at most this many entries; 0 = the daemon's default (1000), and
+  # the daemon caps it (10000). `next` is "" on the last page; otherwise the
+  # last entry's name, or "#<id>" once the unnamed tensors are reached.
   deleteTensor @7 (name :Text) -> ();
   adminReload @8 () -> ();
   # Re-reads the daemon's config file for its tokens and policy exactly as

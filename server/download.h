@@ -1,8 +1,11 @@
 #pragma once
 // Streams a tensor's bytes from the device to a client's ByteSink through the
-// bounded staging pool: one slot-sized piece at a time (the next piece's
-// device copy overlaps sending the current one when a slot is free), sent in
-// 1 MiB `-> stream` writes so Cap'n Proto's flow control paces it, then
+// bounded staging pool, one slot-sized piece at a time: the device copies a
+// piece into a slot, the piece is copied out into its 1 MiB `-> stream`
+// write requests and the slot goes back to the pool at once, before any of
+// it is sent. So a slow or stalled receiver holds host memory (at most two
+// pieces: the one being sent while the next one is fetched), never a slot
+// other transfers need. Cap'n Proto's flow control paces the writes; then
 // sink.done().
 //
 // Threads: the event-loop thread only.
@@ -11,6 +14,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "protocol/tensord.capnp.h"
 #include "server/registry.h"
@@ -21,7 +25,8 @@ namespace tensord::server {
 // Seconds a receiver may take to accept more data before the transfer fails.
 inline constexpr int kStallTimeoutSeconds = 60;
 
-kj::Promise<void> streamToSink(ServerState& server, std::shared_ptr<TensorEntry> entry, proto::ByteSink::Client sink,
-                               uint64_t offset, uint64_t length);
+// `requester`: the principal asking, whose device queue the copies join.
+kj::Promise<void> streamToSink(ServerState& server, std::string requester, std::shared_ptr<TensorEntry> entry,
+                               proto::ByteSink::Client sink, uint64_t offset, uint64_t length);
 
 }  // namespace tensord::server

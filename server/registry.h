@@ -73,6 +73,14 @@ class Registry {
 
   // Every (name, entry), sorted by name.
   std::vector<std::pair<std::string, std::shared_ptr<TensorEntry>>> named() const;
+  // Calls visit(name, entry) for each name >= `from`, in order, until it
+  // returns false (a page of a listing without copying every name).
+  template <typename Visit>
+  void forEachNamedFrom(std::string_view from, Visit&& visit) const {
+    for (auto it = named_.lower_bound(from); it != named_.end(); ++it) {
+      if (!visit(it->first, it->second)) return;
+    }
+  }
   // The live unnamed entries created by one session, by id.
   std::vector<std::shared_ptr<TensorEntry>> unnamedOfSession(uint64_t sessionId) const;
 

@@ -2,12 +2,55 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <charconv>
+#include <string_view>
+#include <vector>
+
 #include "compute/op_table.h"
 #include "server/tensor_impl.h"
 #include "server/tensor_writer_impl.h"
 #include "server/wire.h"
 
 namespace tensord::server {
+namespace {
+
+// listTensors page sizes: a request's limit 0 means the default; larger
+// requests are capped so one reply stays a bounded message.
+constexpr uint32_t kDefaultListLimit = 1000;
+constexpr uint32_t kMaxListLimit = 10000;
+
+// Where a listTensors page resumes: after a name (every name sorts after
+// ""), or among the session's unnamed tensors after an id ("#<id>", which
+// no tensor name can be: '#' is not a name character).
+struct ListCursor {
+  std::string name;
+  bool unnamed = false;
+  uint64_t id = 0;
+};
+
+ListCursor parseListCursor(std::string_view after) {
+  ListCursor cursor;
+  if (after.starts_with('#')) {
+    const std::string_view digits = after.substr(1);
+    auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), cursor.id);
+    if (digits.empty() || error != std::errc() || end != digits.data() + digits.size()) {
+      kj::throwFatalException(failed("listTensors: after '" + std::string(after) +
+                                     "' is neither a tensor name nor '#<id>' (pass a previous page's next)"));
+    }
+    cursor.unnamed = true;
+    return cursor;
+  }
+  if (!after.empty()) {
+    if (std::string problem = tensorNameProblem(after); !problem.empty()) {
+      kj::throwFatalException(failed("listTensors: after: " + problem));
+    }
+  }
+  cursor.name = after;
+  return cursor;
+}
+
+}  // namespace
 
 SessionImpl::SessionImpl(std::shared_ptr<SessionState> session) : session_(std::move(session)) {}
 
@@ -72,22 +115,55 @@ kj::Promise<void> SessionImpl::listTensors(ListTensorsContext context) {
   auto guard = session_->enterCall("listTensors");
   session_->server().quotas.chargeCall(session_->principal.name, "listTensors");
   session_->authorize(acl::Action::kListTensors, "");
+  auto params = context.getParams();
+  const std::string prefix = params.getPrefix();
+  if (!prefix.empty()) {
+    if (std::string problem = tensorNameProblem(prefix); !problem.empty()) {
+      kj::throwFatalException(failed("listTensors: prefix: " + problem));
+    }
+  }
+  const ListCursor cursor = parseListCursor(params.getAfter().cStr());
+  const uint32_t limit = params.getLimit() == 0 ? kDefaultListLimit : std::min(params.getLimit(), kMaxListLimit);
+
+  // The listing is the readable names in order, then this session's unnamed
+  // tensors by id. Names the caller may not read are dropped before paging,
+  // so they never take room on a page, end up as `next`, or make `next`
+  // non-empty: the reply is the same as if they did not exist.
   const Registry& registry = session_->server().registry;
-  const auto named = registry.named();
-  const auto unnamed = registry.unnamedOfSession(session_->id);
-  // Only names the caller may read (restore) show.
-  std::vector<bool> shown(named.size());
-  size_t count = unnamed.size();
-  for (size_t k = 0; k < named.size(); ++k) {
-    shown[k] = session_->permits(acl::Action::kRestoreTensor, named[k].first);
-    count += shown[k] ? 1 : 0;
+  std::vector<std::pair<std::string_view, const TensorEntry*>> page;
+  bool more = false;
+  auto add = [&](std::string_view name, const TensorEntry& entry) {
+    if (page.size() == limit) {
+      more = true;  // one visible entry past the page: a next page exists
+      return false;
+    }
+    page.emplace_back(name, &entry);
+    return true;
+  };
+  if (!cursor.unnamed) {
+    registry.forEachNamedFrom(std::max<std::string_view>(cursor.name, prefix), [&](std::string_view name, auto& entry) {
+      if (!name.starts_with(prefix)) return false;  // sorted: no later name has the prefix either
+      if (name == cursor.name || !session_->permits(acl::Action::kRestoreTensor, name)) return true;
+      return add(name, *entry);
+    });
   }
-  auto list = context.getResults().initTensors(capnp::uint(count));
-  capnp::uint i = 0;
-  for (size_t k = 0; k < named.size(); ++k) {
-    if (shown[k]) fillTensorInfo(list[i++], *named[k].second, named[k].first);
+  // Unnamed tensors have no name to match a prefix against.
+  const auto unnamed =
+      prefix.empty() && !more ? registry.unnamedOfSession(session_->id) : std::vector<std::shared_ptr<TensorEntry>>{};
+  for (const auto& entry : unnamed) {
+    if (cursor.unnamed && entry->id <= cursor.id) continue;
+    if (!add("", *entry)) break;
   }
-  for (const auto& entry : unnamed) fillTensorInfo(list[i++], *entry, "");
+
+  auto results = context.getResults();
+  auto list = results.initTensors(capnp::uint(page.size()));
+  for (size_t i = 0; i < page.size(); ++i) {
+    fillTensorInfo(list[capnp::uint(i)], *page[i].second, std::string(page[i].first));
+  }
+  if (more) {
+    const auto& [name, entry] = page.back();
+    results.setNext(name.empty() ? "#" + std::to_string(entry->id) : std::string(name));
+  }
   return kj::READY_NOW;
 }
 

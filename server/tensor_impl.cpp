@@ -55,7 +55,8 @@ kj::Promise<void> TensorImpl::download(DownloadContext context) {
                                    std::to_string(length) + ") is past the end of " + entry_->label() + " (" +
                                    std::to_string(size) + " bytes)"));
   }
-  return streamToSink(session_->server(), entry_, params.getSink(), offset, length).attach(kj::mv(guard));
+  return streamToSink(session_->server(), session_->principal.name, entry_, params.getSink(), offset, length)
+      .attach(kj::mv(guard));
 }
 
 kj::Promise<void> TensorImpl::save(SaveContext context) {

@@ -89,7 +89,7 @@ void TensorWriterImpl::flushSlot() {
   if (bytes == 0) return;
   auto done = mapComputeErrors([&] {
     return server.staging.transfer(lease, [&](compute::Completion completion) {
-      server.engine.enqueueUpload(lease.slot(), bytes, buffer_, dst, std::move(completion));
+      server.engine.enqueueUpload(session_->principal.name, lease.slot(), bytes, buffer_, dst, std::move(completion));
     });
   });
   server.addTask(done.catch_([status = status_, &log = server.log](kj::Exception&& e) {

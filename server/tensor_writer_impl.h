@@ -6,6 +6,15 @@
 // commit() flushes the partial slot, checks the byte count and yields the
 // Tensor. Dropping the writer without commit frees the buffer.
 //
+// A client that writes part of a slot and then goes quiet keeps that slot
+// only while nobody else needs one: between writes the writer is an idle
+// holder, and the first acquire() that has to wait makes it hand the partial
+// slot to the device (at its odd offset) and give it back. So each chunk is
+// copied once, from the incoming message straight into the slot, and a
+// stalled upload holds only its device buffer. (Gathering a slot's worth in
+// host memory first would cost a second copy on every upload; a stall
+// timeout would still hold the slot for the length of the timeout.)
+//
 // Threads: the event-loop thread only. Cap'n Proto delivers the calls of one
 // streaming capability one at a time, in order.
 

@@ -96,6 +96,25 @@ TEST(CliArgs, PutGetRm) {
   EXPECT_EQ(parse({"rm", "a", "b"}).args.size(), 2u);
 }
 
+TEST(CliArgs, LsPrefixLimitAfter) {
+  Options o = parse({"ls"});
+  EXPECT_TRUE(o.args.empty());
+  EXPECT_EQ(o.limit, 0u);
+  EXPECT_EQ(o.after, "");
+  o = parse({"ls", "run/", "--limit", "50", "--after=run/x"});
+  EXPECT_EQ(o.args, (std::vector<std::string>{"run/"}));
+  EXPECT_EQ(o.limit, 50u);
+  EXPECT_EQ(o.after, "run/x");
+  const std::string expected = "--limit: expected a whole number from 1 to 4294967295, got ";
+  EXPECT_EQ(usageErrorOf({"ls", "--limit", "0"}), expected + "'0'");
+  EXPECT_EQ(usageErrorOf({"ls", "--limit", "5x"}), expected + "'5x'");
+  EXPECT_EQ(usageErrorOf({"ls", "--limit", "4294967296"}), expected + "'4294967296'");
+  EXPECT_EQ(usageErrorOf({"ls", "--after="}), "--after needs a tensor name");
+  EXPECT_EQ(usageErrorOf({"ls", "a", "b"}), "usage: tensorctl ls [PREFIX] [--limit N] [--after NAME] [--json]");
+  EXPECT_EQ(usageErrorOf({"info", "--limit", "3"}), "--limit is only valid for 'ls'");
+  EXPECT_EQ(usageErrorOf({"rm", "a", "--after", "b"}), "--after is only valid for 'ls'");
+}
+
 TEST(CliArgs, HelpAndVersion) {
   EXPECT_TRUE(parse({"--help"}).help);
   EXPECT_TRUE(parse({"-h"}).help);

@@ -181,6 +181,18 @@ TEST_F(TensorctlTest, ListingsAndRemove) {
   EXPECT_EQ(list[1]["bytes"], 24);
   EXPECT_EQ(list[1]["owner"], "tester");
 
+  // The fake daemon predates paging (it ignores the prefix): the client
+  // filters, and --limit cuts the one page it gets.
+  Outcome prefixed = ctl(daemon, {"ls", "b", "--json"});
+  ASSERT_EQ(prefixed.code, 0) << prefixed.err;
+  ASSERT_EQ(nlohmann::json::parse(prefixed.out).size(), 1u);
+  EXPECT_EQ(nlohmann::json::parse(prefixed.out)[0]["name"], "b");
+  Outcome limited = ctl(daemon, {"ls", "--limit", "1", "--json"});
+  ASSERT_EQ(limited.code, 0) << limited.err;
+  ASSERT_EQ(nlohmann::json::parse(limited.out).size(), 1u);
+  EXPECT_EQ(nlohmann::json::parse(limited.out)[0]["name"], "a");
+  EXPECT_EQ(limited.err, "tensorctl: more tensors follow; go on with: tensorctl ls --limit 1 --after a\n");
+
   ASSERT_EQ(ctl(daemon, {"rm", "a"}).code, 0);
   EXPECT_EQ(nlohmann::json::parse(ctl(daemon, {"ls", "--json"}).out).size(), 1u);
 }
@@ -197,7 +209,7 @@ TEST_F(TensorctlTest, InfoWhoamiOps) {
   EXPECT_EQ(json["device"]["name"], "fake device");
   Outcome human = ctl(daemon, {"info"});
   EXPECT_EQ(human.code, 0);
-  EXPECT_NE(human.out.find("tensord fake-1 (protocol 4)"), std::string::npos) << human.out;
+  EXPECT_NE(human.out.find("tensord fake-1 (protocol 5)"), std::string::npos) << human.out;
   Outcome ops = ctl(daemon, {"ops"});
   EXPECT_EQ(ops.code, 0);
   EXPECT_EQ(ops.out.rfind("OP      CATEGORY  SIGNATURE ", 0), 0u) << ops.out;

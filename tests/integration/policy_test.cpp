@@ -180,6 +180,61 @@ TEST_F(PolicyTest, List) {
   EXPECT_TRUE(contains(audit(), "action=list")) << audit();
 }
 
+TEST_F(PolicyTest, ListPagesSkipHiddenNames) {
+  // alice may read alice/* and shared/*; bob/* and zeta/* are hidden from
+  // her, between and after the names she sees.
+  std::vector<std::string> visible = {"alice/a", "alice/b"};
+  for (int i = 0; i < 10; ++i) visible.push_back("shared/" + std::to_string(i));
+  std::vector<std::string> all = visible;
+  for (const char* hidden : {"bob/1", "bob/2", "zeta/1", "zeta/2"}) all.push_back(hidden);
+  seed(all);
+  auto alice = as("alice");
+
+  auto names = [](const std::vector<TensorInfo>& tensors) {
+    std::vector<std::string> out;
+    for (const auto& t : tensors) out.push_back(t.name);
+    return out;
+  };
+  // Pages of 3 and 5: full pages of visible names only, in order, and no
+  // further (empty) page for the hidden names at the end.
+  for (uint32_t limit : {3u, 5u}) {
+    std::vector<std::string> joined;
+    std::string after;
+    size_t pages = 0;
+    do {
+      TensorPage page = alice->listPage("", after, limit);
+      ++pages;
+      const std::vector<std::string> got = names(page.tensors);
+      joined.insert(joined.end(), got.begin(), got.end());
+      if (!page.next.empty()) {
+        ASSERT_EQ(got.size(), limit) << "page " << pages;
+        EXPECT_EQ(page.next, got.back());
+      }
+      after = page.next;
+    } while (!after.empty() && pages < 20);
+    EXPECT_EQ(joined, visible) << "limit " << limit;
+    EXPECT_EQ(pages, (visible.size() + limit - 1) / limit) << "limit " << limit;
+  }
+  EXPECT_EQ(names(alice->list()), visible);
+  EXPECT_EQ(names(alice->list("shared/")).size(), 10u);
+
+  // A hidden prefix looks empty, and resuming after a hidden name gives the
+  // same page as after a name that does not exist.
+  TensorPage bob = alice->listPage("bob/", "", 0);
+  EXPECT_TRUE(bob.tensors.empty());
+  EXPECT_EQ(bob.next, "");
+  TensorPage afterHidden = alice->listPage("", "bob/1", 2);
+  TensorPage afterMissing = alice->listPage("", "bob/15", 2);
+  EXPECT_EQ(names(afterHidden.tensors), (std::vector<std::string>{"shared/0", "shared/1"}));
+  EXPECT_EQ(names(afterHidden.tensors), names(afterMissing.tensors));
+  EXPECT_EQ(afterHidden.next, afterMissing.next);
+  // The last visible name ends the listing for alice, not for admin.
+  EXPECT_EQ(alice->listPage("", "shared/8", 1).next, "");
+  auto admin = connect();
+  EXPECT_EQ(admin->listPage("", "shared/8", 1).next, "shared/9");
+  EXPECT_EQ(admin->list().size(), all.size());
+}
+
 TEST_F(PolicyTest, AuthenticationFailureIsAudited) {
   EXPECT_THROW(Client(ConnectOptions{.address = daemon().address(), .token = "wrong-token"}), Error);
   ASSERT_TRUE(waitUntil([&] { return contains(audit(), "action=authenticate"); }, std::chrono::seconds(10)));

@@ -120,6 +120,53 @@ TEST_F(IntegrationTensorctl, ReadmeSessionMatchesCpuMatmul) {
   }
 }
 
+// Names in a `ls --json` listing, in order.
+std::vector<std::string> listedNames(const CommandResult& r) {
+  std::vector<std::string> names;
+  for (const auto& item : nlohmann::json::parse(r.out)) names.push_back(item["name"].get<std::string>());
+  return names;
+}
+
+TEST_F(IntegrationTensorctl, LsFiltersByPrefixAndPagesWithLimit) {
+  writeNpyF32(file("x.npy"), {1}, {1});
+  for (const char* name : {"run/b", "other", "run/a", "run/c", "zz"}) {
+    ASSERT_EQ(ctl({"put", name, file("x.npy")}).exitCode, 0) << name;
+  }
+  auto all = ctl({"ls", "--json"});
+  ASSERT_EQ(all.exitCode, 0) << describe(all);
+  EXPECT_EQ(listedNames(all), (std::vector<std::string>{"other", "run/a", "run/b", "run/c", "zz"}));
+  EXPECT_EQ(all.err, "");
+
+  auto prefixed = ctl({"ls", "run/", "--json"});
+  ASSERT_EQ(prefixed.exitCode, 0) << describe(prefixed);
+  EXPECT_EQ(listedNames(prefixed), (std::vector<std::string>{"run/a", "run/b", "run/c"}));
+
+  // --limit shows the first N and says how to go on; --after goes on.
+  auto first = ctl({"ls", "run/", "--limit", "2", "--json"});
+  ASSERT_EQ(first.exitCode, 0) << describe(first);
+  EXPECT_EQ(listedNames(first), (std::vector<std::string>{"run/a", "run/b"}));
+  EXPECT_EQ(first.err, "tensorctl: more tensors follow; go on with: tensorctl ls run/ --limit 2 --after run/b\n");
+  auto rest = ctl({"ls", "run/", "--limit", "2", "--after", "run/b", "--json"});
+  ASSERT_EQ(rest.exitCode, 0) << describe(rest);
+  EXPECT_EQ(listedNames(rest), (std::vector<std::string>{"run/c"}));
+  EXPECT_EQ(rest.err, "");
+
+  auto table = ctl({"ls", "run/", "--limit", "1"});
+  ASSERT_EQ(table.exitCode, 0) << describe(table);
+  EXPECT_NE(table.out.find("run/a"), std::string::npos) << table.out;
+  EXPECT_EQ(table.out.find("run/b"), std::string::npos) << table.out;
+
+  auto bad = ctl({"ls", "--limit", "0"});
+  EXPECT_EQ(bad.exitCode, 2) << describe(bad);
+  EXPECT_NE(bad.err.find("--limit: expected a whole number from 1 to 4294967295, got '0'"), std::string::npos)
+      << bad.err;
+  auto badPrefix = ctl({"ls", "bad prefix"});
+  EXPECT_EQ(badPrefix.exitCode, 1) << describe(badPrefix);
+  EXPECT_NE(badPrefix.err.find("listTensors: prefix: tensor name 'bad prefix' has a character outside"),
+            std::string::npos)
+      << badPrefix.err;
+}
+
 TEST_F(IntegrationTensorctl, LsShowsNamesAndRmRemoves) {
   writeNpyF32(file("x.npy"), {3}, {1, 2, 3});
   ASSERT_EQ(ctl({"put", "x", file("x.npy")}).exitCode, 0);

@@ -1,5 +1,7 @@
 // The Session surface: authentication, op calls, names, bounds.
 
+#include <algorithm>
+
 #include "acl/token_authenticator.h"
 #include "tests/server/server_fixture.h"
 
@@ -199,6 +201,104 @@ TEST_F(SessionTest, NamesSaveRestoreListAndDelete) {
   auto delAgain = s.deleteTensorRequest();
   delAgain.setName("w");
   EXPECT_TRUE(contains(errorOf(delAgain.send()), "no tensor named 'w'"));
+}
+
+// One listTensors page: its entries' labels (name, or #id when unnamed) and next.
+struct Page {
+  std::vector<std::string> labels;
+  std::string next;
+};
+
+TEST_F(SessionTest, ListTensorsPagesAreSortedStableAndConcatenate) {
+  auto s = session();
+  auto listPage = [&](const std::string& prefix, const std::string& after, uint32_t limit) {
+    auto request = s.listTensorsRequest();
+    request.setPrefix(prefix);
+    request.setAfter(after);
+    request.setLimit(limit);
+    auto response = request.send().wait(waitScope());
+    Page page;
+    for (auto info : response.getTensors()) {
+      const std::string name = info.getName().cStr();
+      page.labels.push_back(name.empty() ? "#" + std::to_string(info.getId()) : name);
+    }
+    page.next = response.getNext().cStr();
+    return page;
+  };
+  auto listAll = [&](const std::string& prefix, uint32_t limit) {
+    std::vector<std::string> all;
+    std::string after;
+    for (int pages = 0; pages < 100; ++pages) {
+      Page page = listPage(prefix, after, limit);
+      if (limit != 0) EXPECT_LE(page.labels.size(), limit);
+      all.insert(all.end(), page.labels.begin(), page.labels.end());
+      if (page.next.empty()) return all;
+      EXPECT_EQ(page.next, page.labels.back());
+      after = page.next;
+    }
+    ADD_FAILURE() << "paging did not end";
+    return all;
+  };
+
+  // Ten names, saved out of order, and two unnamed tensors of this session.
+  std::vector<std::string> names;
+  std::vector<proto::Tensor::Client> kept;
+  for (int i : {7, 2, 9, 0, 5, 3, 8, 1, 6, 4}) {
+    auto t = uploadFloats(s, {1}, {float(i)});
+    const std::string name = (i % 2 ? "odd/" : "even/") + std::to_string(i);
+    save(t, name.c_str());
+    names.push_back(name);
+  }
+  std::sort(names.begin(), names.end());
+  std::vector<std::string> unnamed;
+  for (int i = 0; i < 2; ++i) {
+    kept.push_back(uploadFloats(s, {1}, {0}));
+    auto info = kept.back().infoRequest().send().wait(waitScope()).getInfo();
+    unnamed.push_back("#" + std::to_string(info.getId()));
+  }
+  std::vector<std::string> everything = names;
+  everything.insert(everything.end(), unnamed.begin(), unnamed.end());
+
+  // Pages of 3 (the last one short), of exactly the size, and of the
+  // default (0): the same listing, names in order, then the unnamed by id.
+  EXPECT_EQ(listAll("", 3), everything);
+  EXPECT_EQ(listAll("", 12), everything);
+  EXPECT_EQ(listAll("", 0), everything);
+  Page first = listPage("", "", 3);
+  EXPECT_EQ(first.labels, (std::vector<std::string>{"even/0", "even/2", "even/4"}));
+  EXPECT_EQ(first.next, "even/4");
+  // A page ending on the last name leads into the unnamed tensors.
+  Page lastNames = listPage("", "odd/5", 2);
+  EXPECT_EQ(lastNames.labels, (std::vector<std::string>{"odd/7", "odd/9"}));
+  EXPECT_EQ(lastNames.next, "odd/9");
+  EXPECT_EQ(listPage("", "odd/9", 1).labels, std::vector<std::string>{unnamed[0]});
+  EXPECT_EQ(listPage("", unnamed[0], 5).labels, std::vector<std::string>{unnamed[1]});
+  EXPECT_EQ(listPage("", unnamed[1], 5).labels, std::vector<std::string>{});
+
+  // A prefix keeps its names only (no unnamed tensors), paged the same way.
+  EXPECT_EQ(listAll("odd/", 2), (std::vector<std::string>{"odd/1", "odd/3", "odd/5", "odd/7", "odd/9"}));
+  Page odd = listPage("odd/", "", 5);
+  EXPECT_EQ(odd.labels.size(), 5u);
+  EXPECT_EQ(odd.next, "");  // exactly full, nothing after: no further page
+  EXPECT_TRUE(listPage("nothing/", "", 0).labels.empty());
+
+  // Stable: resuming after a name works whether or not it still exists, and
+  // names saved behind the cursor do not shift what comes next.
+  auto del = s.deleteTensorRequest();
+  del.setName("even/4");
+  del.send().wait(waitScope());
+  auto extra = uploadFloats(s, {1}, {1});
+  save(extra, "even/1");
+  Page resumed = listPage("", "even/4", 3);
+  EXPECT_EQ(resumed.labels, (std::vector<std::string>{"even/6", "even/8", "odd/1"}));
+
+  // Bad arguments name themselves.
+  auto badAfter = s.listTensorsRequest();
+  badAfter.setAfter("#12x");
+  EXPECT_TRUE(contains(errorOf(badAfter.send()), "listTensors: after '#12x' is neither a tensor name nor '#<id>'"));
+  auto badPrefix = s.listTensorsRequest();
+  badPrefix.setPrefix("a b");
+  EXPECT_TRUE(contains(errorOf(badPrefix.send()), "listTensors: prefix: tensor name 'a b' has a character outside"));
 }
 
 TEST_F(SessionTest, TooManyCallsInFlightAreOverloadedAndTheConnectionSurvives) {

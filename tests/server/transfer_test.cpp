@@ -1,5 +1,8 @@
 // Upload and download through the bounded staging pool (2 slots of 64 KiB).
 
+#include <algorithm>
+
+#include "server/download.h"
 #include "tests/server/server_fixture.h"
 
 namespace tensord::server::testing {
@@ -12,6 +15,27 @@ bool contains(const kj::Exception& e, const std::string& text) {
 class TransferTest : public ServerFixture {
  protected:
   void SetUp() override { start(); }
+
+  // A u8 upload in `chunk`-byte writes, without waiting.
+  kj::Promise<proto::Tensor::Client> uploadAsync(proto::Session::Client& session, const std::vector<std::byte>& data,
+                                                 size_t chunk) {
+    auto request = session.uploadRequest();
+    request.initDesc().setDtype(proto::DType::U8);
+    request.getDesc().initShape(1).set(0, int64_t(data.size()));
+    auto writer = request.send().getWriter();
+    kj::Promise<void> writes = kj::READY_NOW;
+    for (size_t pos = 0; pos < data.size(); pos += chunk) {
+      auto bytes =
+          kj::arrayPtr(reinterpret_cast<const kj::byte*>(data.data() + pos), std::min(chunk, data.size() - pos));
+      writes = writes.then([writer, bytes]() mutable {
+        auto write = writer.writeRequest();
+        write.setData(bytes);
+        return write.send();
+      });
+    }
+    return writes.then([writer]() mutable { return writer.commitRequest().send(); })
+        .then([](capnp::Response<proto::TensorWriter::CommitResults>&& response) { return response.getTensor(); });
+  }
 };
 
 TEST_F(TransferTest, RoundTripSpansManySlotsBitExact) {
@@ -110,6 +134,93 @@ TEST_F(TransferTest, StalledUploadsDoNotStarveOthers) {
   auto data = pattern(200'003, 7);
   auto t = upload(s, compute::DType::U8, {int64_t(data.size())}, data);
   EXPECT_EQ(download(t), data);
+}
+
+// A receiver that stops accepting after its first chunk until `gate` opens.
+class GatedSink final : public proto::ByteSink::Server {
+ public:
+  GatedSink(std::vector<std::byte>& out, bool& done, kj::ForkedPromise<void>& gate)
+      : out_(out), done_(done), gate_(gate) {}
+
+ protected:
+  kj::Promise<void> write(WriteContext context) override {
+    auto data = context.getParams().getData();
+    const auto* begin = reinterpret_cast<const std::byte*>(data.begin());
+    out_.insert(out_.end(), begin, begin + data.size());
+    return gate_.addBranch();
+  }
+  kj::Promise<void> done(DoneContext context) override {
+    done_ = true;
+    return kj::READY_NOW;
+  }
+
+ private:
+  std::vector<std::byte>& out_;
+  bool& done_;
+  kj::ForkedPromise<void>& gate_;
+};
+
+TEST_F(TransferTest, StalledReceiversAndSendersHoldNoStagingSlot) {
+  auto s = session();
+  // A download into a receiver that stops accepting: far more pieces than
+  // Cap'n Proto's flow-control window lets through, so it stays mid-transfer.
+  const auto big = pattern(40 << 20, 8);
+  auto source = upload(s, compute::DType::U8, {int64_t(big.size())}, big);
+  auto gate = kj::newPromiseAndFulfiller<void>();
+  auto gateOpen = gate.promise.fork();
+  std::vector<std::byte> received;
+  bool receivedAll = false;
+  auto stalledDownload = source.downloadRequest();
+  stalledDownload.setSink(kj::heap<GatedSink>(received, receivedAll, gateOpen));
+  auto stalled = stalledDownload.send().ignoreResult().eagerlyEvaluate(nullptr);
+  ASSERT_TRUE(waitFor([&] { return !received.empty(); }));
+  // An upload that sends part of a slot and goes quiet.
+  auto request = s.uploadRequest();
+  request.initDesc().setDtype(proto::DType::U8);
+  request.getDesc().initShape(1).set(0, 1 << 20);
+  auto quiet = request.send().getWriter();
+  auto write = quiet.writeRequest();
+  write.initData(1000);
+  write.send().wait(waitScope());
+
+  // Meanwhile another client's uploads and downloads complete, well before
+  // the stalled download would time out and give anything back. They span
+  // hundreds of slots, so the stalled download, competing for slots until
+  // its flow-control window is full, is stuck long before they end.
+  auto other = session();
+  const auto a = pattern(12'000'007, 9);
+  const auto b = pattern(10'000'003, 10);
+  std::vector<std::byte> outA, outB;
+  bool doneA = false, doneB = false;
+  auto roundTrip = [&](const std::vector<std::byte>& data, size_t chunk, std::vector<std::byte>& out, bool& done) {
+    return uploadAsync(other, data, chunk).then([out = &out, done = &done](proto::Tensor::Client tensor) {
+      auto download = tensor.downloadRequest();
+      download.setSink(kj::heap<CollectingSink>(*out, *done));
+      return download.send().ignoreResult();
+    });
+  };
+  kj::Vector<kj::Promise<void>> both;
+  both.add(roundTrip(a, 500'001, outA, doneA));
+  both.add(roundTrip(b, 1 << 20, outB, doneB));
+  kj::Maybe<kj::Exception> error;
+  io_.provider->getTimer()
+      .timeoutAfter(kStallTimeoutSeconds / 2 * kj::SECONDS, kj::joinPromises(both.releaseAsArray()))
+      .catch_([&](kj::Exception&& e) { error = kj::mv(e); })
+      .wait(waitScope());
+  KJ_IF_MAYBE (e, error) {
+    ADD_FAILURE() << "transfers beside the stalled ones did not complete: " << e->getDescription().cStr();
+  } else {
+    EXPECT_TRUE(outA == a);
+    EXPECT_TRUE(outB == b);
+    EXPECT_TRUE(doneA && doneB);
+  }
+  EXPECT_LT(received.size(), big.size()) << "the gated download was never held up";
+
+  // Once its receiver accepts again, the stalled download completes intact.
+  gate.fulfiller->fulfill();
+  stalled.wait(waitScope());
+  EXPECT_TRUE(receivedAll);
+  EXPECT_TRUE(received == big);
 }
 
 TEST_F(TransferTest, EmptyTensorRoundTrips) {

@@ -118,6 +118,12 @@ struct SessionStatus {
   std::vector<QuotaUse> quotas;    // the quotas the policy sets for the principal
 };
 
+// One page of a tensor listing (Client::listPage).
+struct TensorPage {
+  std::vector<TensorInfo> tensors;
+  std::string next;  // "" on the last page; else pass it as `after` for the next one
+};
+
 // Called during long transfers with (bytes done, bytes total).
 using Progress = std::function<void(uint64_t done, uint64_t total)>;
 
@@ -186,7 +192,15 @@ class Client {
   Tensor call1(std::string_view op, std::vector<Tensor> inputs, Attrs attrs = {});
 
   Tensor restore(std::string_view name);  // pipelined
-  std::vector<TensorInfo> list();
+  // The named tensors the caller may read, sorted by name, then this
+  // client's live unnamed ones; with a prefix, only names starting with it.
+  // Follows every page.
+  std::vector<TensorInfo> list(std::string_view prefix = {});
+  // One page of that listing, resuming after `after` (a previous page's
+  // next; "" for the first). limit 0 = the daemon's default page size (the
+  // daemon caps it). A daemon older than protocol 5 answers with everything
+  // on one page.
+  TensorPage listPage(std::string_view prefix = {}, std::string_view after = {}, uint32_t limit = 0);
   void remove(std::string_view name);
 
   struct Impl;
