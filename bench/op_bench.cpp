@@ -41,6 +41,7 @@ struct Case {
 std::vector<Case> cases() {
   auto f32 = [](Shape s) { return TensorDesc{DType::F32, std::move(s)}; };
   auto f16 = [](Shape s) { return TensorDesc{DType::F16, std::move(s)}; };
+  auto bf16 = [](Shape s) { return TensorDesc{DType::BF16, std::move(s)}; };
   const double n8k = 8192.0 * 8192.0;
   std::vector<Case> c = {
       {"add_f32_64MiB", "add", {f32({16 << 20}), f32({16 << 20})}, {}, 3 * 64.0 * (1 << 20), 0},
@@ -51,11 +52,31 @@ std::vector<Case> cases() {
       {"sum_cols_8192x8192", "sum", {f32({8192, 8192})}, {{"dim", std::vector<int64_t>{0}}}, 4 * n8k, 0},
       {"sum_64x4M_rows", "sum", {f32({64, 1 << 22})}, {{"dim", std::vector<int64_t>{1}}}, 4 * 64.0 * (1 << 22), 0},
       {"amax_all_8192x8192", "amax", {f32({8192, 8192})}, {}, 4 * n8k, 0},
+      // Each reduction path: workgroup rows, subgroup rows, split rows,
+      // columns, whole tensor; other ops of the template on the same paths.
+      {"mean_rows_8192x8192", "mean", {f32({8192, 8192})}, {{"dim", std::vector<int64_t>{1}}}, 4 * n8k, 0},
+      {"mean_cols_8192x8192", "mean", {f32({8192, 8192})}, {{"dim", std::vector<int64_t>{0}}}, 4 * n8k, 0},
+      {"mean_64x4M_rows", "mean", {f32({64, 1 << 22})}, {{"dim", std::vector<int64_t>{1}}}, 4 * 64.0 * (1 << 22), 0},
+      {"amax_rows_8192x8192", "amax", {f32({8192, 8192})}, {{"dim", std::vector<int64_t>{1}}}, 4 * n8k, 0},
+      {"amax_cols_8192x8192", "amax", {f32({8192, 8192})}, {{"dim", std::vector<int64_t>{0}}}, 4 * n8k, 0},
+      {"sum_rows_131072x512", "sum", {f32({131072, 512})}, {{"dim", std::vector<int64_t>{1}}}, 4 * n8k, 0},
+      {"sum_f16_all_8192x8192", "sum", {f16({8192, 8192})}, {}, 2 * n8k, 0},
+      {"argmax_all_8192x8192", "argmax", {f32({8192, 8192})}, {}, 4 * n8k, 0},
+      {"var_rows_8192x8192", "var", {f32({8192, 8192})}, {{"dim", std::vector<int64_t>{1}}}, 4 * n8k, 0},
       {"softmax_4096x4096", "softmax", {f32({4096, 4096})}, {{"dim", int64_t(-1)}}, 2 * 4 * 4096.0 * 4096, 0},
       {"layer_norm_8192x1024", "layer_norm", {f32({8192, 1024})}, {{"normalized_shape", std::vector<int64_t>{1024}}},
        2 * 4 * 8192.0 * 1024, 0},
+      {"matmul_f32_1024", "matmul", {f32({1024, 1024}), f32({1024, 1024})}, {}, 0, 2 * 1024.0 * 1024 * 1024},
+      {"matmul_f32_2048", "matmul", {f32({2048, 2048}), f32({2048, 2048})}, {}, 0, 2 * 2048.0 * 2048 * 2048},
       {"matmul_f32_4096", "matmul", {f32({4096, 4096}), f32({4096, 4096})}, {}, 0, 2 * 4096.0 * 4096 * 4096},
+      {"matmul_f32_8192", "matmul", {f32({8192, 8192}), f32({8192, 8192})}, {}, 0, 2 * n8k * 8192},
+      {"matmul_f32_4095", "matmul", {f32({4095, 4095}), f32({4095, 4095})}, {}, 0, 2 * 4095.0 * 4095 * 4095},
       {"matmul_f16_4096", "matmul", {f16({4096, 4096}), f16({4096, 4096})}, {}, 0, 2 * 4096.0 * 4096 * 4096},
+      {"matmul_bf16_4096", "matmul", {bf16({4096, 4096}), bf16({4096, 4096})}, {}, 0, 2 * 4096.0 * 4096 * 4096},
+      {"matmul_f32_256x65536x256", "matmul", {f32({256, 65536}), f32({65536, 256})}, {}, 0, 2 * 256.0 * 65536 * 256},
+      {"linear_f32_8192x4096x4096", "linear", {f32({8192, 4096}), f32({4096, 4096}), f32({4096})}, {}, 0,
+       2 * 8192.0 * 4096 * 4096},
+      {"bmm_f32_32x1024x1024", "bmm", {f32({32, 1024, 1024}), f32({32, 1024, 1024})}, {}, 0, 2 * 32 * 1024.0 * 1024 * 1024},
       {"conv2d_8x64x56x56_k3", "conv2d", {f32({8, 64, 56, 56}), f32({64, 64, 3, 3})}, {{"padding", std::vector<int64_t>{1}}},
        0, 2 * 8.0 * 64 * 56 * 56 * 64 * 9},
   };
@@ -103,14 +124,14 @@ int main(int argc, char** argv) {
       }
       std::vector<TensorView> out;
       for (auto& d : inferOutputs(*spec, c.inputs, attrs)) out.push_back({d, engine.allocate(d.bytes(), "bench")});
-      auto once = [&] { blocking([&](Completion done) { engine.enqueueOp(*spec, in, out, attrs, std::move(done)); }); };
+      auto once = [&] { blocking([&](Completion done) { engine.enqueueOp("bench", *spec, in, out, attrs, std::move(done)); }); };
       once();  // compiles the pipelines
       // Device time per op: `repeats` ops back to back (they share submits,
       // as a pipelined client's do), one wait at the end; the median of 3.
       std::vector<double> times;
       for (int trial = 0; trial < 3; ++trial) {
         auto t0 = Clock::now();
-        for (int r = 0; r + 1 < repeats; ++r) engine.enqueueOp(*spec, in, out, attrs, [](std::exception_ptr) {});
+        for (int r = 0; r + 1 < repeats; ++r) engine.enqueueOp("bench", *spec, in, out, attrs, [](std::exception_ptr) {});
         once();
         times.push_back(std::chrono::duration<double>(Clock::now() - t0).count() / repeats);
       }

@@ -22,6 +22,29 @@ struct Push {
 
 constexpr uint64_t kStateBytes = 32;  // struct St in reduce.comp (largest: int64 accumulators)
 
+// Who takes one work item of reduce.comp (its TEAM).
+enum class Team { kThread, kSubgroup, kGroup };
+
+const char* teamName(Team t) {
+  switch (t) {
+    case Team::kThread: return "THREAD";
+    case Team::kSubgroup: return "SUBGROUP";
+    case Team::kGroup: return "GROUP";
+  }
+  return "THREAD";
+}
+
+// Sizing. A big GPU holds ~1000 workgroups of 256 (~270K threads) at once;
+// host code doesn't know the subgroup size, so it sizes for 32.
+constexpr uint64_t kGroupSize = 256;
+constexpr uint64_t kAssumedSubgroup = 32;
+constexpr uint64_t kTargetGroups = 2048;      // split long rows until the grid has this many workgroups
+constexpr uint64_t kMinGroupChunk = 8192;     // elements per workgroup, at least, when splitting
+constexpr uint64_t kGroupRow = 4096;          // contiguous rows this long take a workgroup
+constexpr uint64_t kSubgroupRow = 32;         // contiguous rows this long (and shorter than kGroupRow) a subgroup
+constexpr uint64_t kTargetThreads = 262144;   // split strided reductions until this many threads run
+constexpr uint64_t kMinThreadChunk = 64;      // elements per thread, at least, when splitting
+
 bool intDimOp(ReduceKind k) {
   return k == ReduceKind::kMax || k == ReduceKind::kMin || k == ReduceKind::kArgmax || k == ReduceKind::kArgmin;
 }
@@ -118,14 +141,15 @@ class Reduce final : public KernelTemplate {
     return {TensorDesc{out, pl.outShape}};
   }
 
-  const KernelSource& source(const OpSpec& op, DType dtype, bool twoOutputs, int pass, bool rows) const {
+  const KernelSource& source(const OpSpec& op, DType dtype, bool twoOutputs, int pass, Team team) const {
     std::string key = op.name + "|" + std::string(dtypeName(dtype)) + "|" + (twoOutputs ? "2" : "1") + "|p" +
-                      std::to_string(pass) + (rows ? "|rows" : "|cols");
+                      std::to_string(pass) + "|" + teamName(team);
     return variants_.get(key, [&] {
       DType acc = isFloating(dtype) ? DType::F32 : DType::I64;
       GlslBuilder b(dtype);
       b.input("x", dtype);
       std::string opDef, finY = "s.x", finZ;
+      int fields = 1;  // the St fields the op uses (reduce.comp's ST_FIELDS): 1 x, 2 y, 4 z, 8 i
       DType yValue = acc, zDType = DType::I64, zValue = DType::I64;
       switch (kind_) {
         case ReduceKind::kSum: opDef = "OP_SUM"; break;
@@ -138,6 +162,7 @@ class Reduce final : public KernelTemplate {
           if (twoOutputs) {
             opDef = kind_ == ReduceKind::kMax ? "OP_ARGMAX" : "OP_ARGMIN";
             finZ = "s.i";
+            fields = 1 | 8;
           } else {
             opDef = kind_ == ReduceKind::kMax ? "OP_MAX" : "OP_MIN";
           }
@@ -146,22 +171,24 @@ class Reduce final : public KernelTemplate {
         case ReduceKind::kArgmin:
           opDef = kind_ == ReduceKind::kArgmax ? "OP_ARGMAX" : "OP_ARGMIN";
           finY = "s.i";
+          fields = 1 | 8;
           yValue = DType::I64;
           break;
-        case ReduceKind::kVar: opDef = "OP_WELFORD"; finY = "welford_var(s)"; break;
-        case ReduceKind::kStd: opDef = "OP_WELFORD"; finY = "sqrt(welford_var(s))"; break;
+        case ReduceKind::kVar: opDef = "OP_WELFORD"; finY = "welford_var(s)"; fields = 7; break;
+        case ReduceKind::kStd: opDef = "OP_WELFORD"; finY = "sqrt(welford_var(s))"; fields = 7; break;
         case ReduceKind::kVarMean:
           opDef = "OP_WELFORD";
+          fields = 7;
           finY = "welford_var(s)";
           finZ = "s.x == 0.0 ? uintBitsToFloat(0x7fc00000u) : s.y";  // the mean of nothing is NaN
           zDType = dtype;
           zValue = DType::F32;
           break;
         case ReduceKind::kNorm: opDef = "OP_NORM"; finY = "norm_fin(s)"; break;
-        case ReduceKind::kLogsumexp: opDef = "OP_LSE"; finY = "lse_fin(s)"; break;
-        case ReduceKind::kAll: opDef = "OP_ALL"; finY = "(s.i != 0l)"; yValue = DType::Bool; break;
-        case ReduceKind::kAny: opDef = "OP_ANY"; finY = "(s.i != 0l)"; yValue = DType::Bool; break;
-        case ReduceKind::kCountNonzero: opDef = "OP_COUNT"; finY = "s.i"; yValue = DType::I64; break;
+        case ReduceKind::kLogsumexp: opDef = "OP_LSE"; finY = "lse_fin(s)"; fields = 1 | 2; break;
+        case ReduceKind::kAll: opDef = "OP_ALL"; finY = "(s.i != 0l)"; yValue = DType::Bool; fields = 8; break;
+        case ReduceKind::kAny: opDef = "OP_ANY"; finY = "(s.i != 0l)"; yValue = DType::Bool; fields = 8; break;
+        case ReduceKind::kCountNonzero: opDef = "OP_COUNT"; finY = "s.i"; yValue = DType::I64; fields = 8; break;
       }
       b.output("y", outDType(dtype), yValue);
       b.output("z", zDType, zValue);
@@ -174,8 +201,11 @@ class Reduce final : public KernelTemplate {
       b.define("A", std::string(glslType(acc)));
       if (acc == DType::F32) b.define("ACC_FLOAT");
       b.define("LOADA(i)", glslConvert("LOAD_x(i)", dtype, acc));
+      b.define("ST_FIELDS", std::to_string(fields));
       b.define("PASS", std::to_string(pass));
-      b.define("ROWS", rows ? "1" : "0");
+      b.define("TEAM", std::string("TEAM_") + teamName(team));
+      // Enough loads in flight per invocation: 16-32 bytes.
+      b.define("UNROLL", dtypeSize(dtype) <= 2 ? "8u" : "4u");
       return b.build(kernelFile("reduce.comp"));
     });
   }
@@ -186,26 +216,39 @@ class Reduce final : public KernelTemplate {
     *gy = uint32_t(std::min<uint64_t>((groups + *gx - 1) / *gx, r.maxGroups(1)));
   }
 
+  // Workgroups for `items` taken by `team`s (the kernels loop over what a
+  // capped grid leaves).
+  static uint64_t groupsFor(Team team, uint64_t items) {
+    switch (team) {
+      case Team::kGroup: return items;
+      case Team::kSubgroup: return (items + kGroupSize / kAssumedSubgroup - 1) / (kGroupSize / kAssumedSubgroup);
+      case Team::kThread: return (items + kGroupSize - 1) / kGroupSize;
+    }
+    return items;
+  }
+
   void record(const OpSpec& op, Recorder& r, std::span<const TensorView> in, std::span<const TensorView> out,
               const Attrs& attrs) const override {
     Plan pl = plan(op, in[0].desc, attrs);
     if (pl.n == 0) return;
     DType dtype = in[0].desc.dtype;
-    // Rows: the reduced elements are contiguous and many: a workgroup per
-    // (output, split). Else a thread per (output, split), neighbouring
-    // threads on neighbouring outputs.
-    // Many outputs of middling length take a thread each too (a workgroup
-    // per short row costs more in barriers than it gains).
-    bool rows = !pl.redDims.empty() && pl.redStrides.back() == 1 && pl.d >= 256 && (pl.n <= 8192 || pl.d >= 2048);
     uint64_t n = uint64_t(pl.n), d = uint64_t(pl.d);
+    // Contiguous rows (the innermost reduced dim has stride 1): a team of
+    // invocations per row reads it coalesced, a workgroup for long rows, a
+    // subgroup for short ones. Else (strided "columns") a thread per output,
+    // neighbouring threads on neighbouring outputs, reads coalesced across
+    // the team of outputs. Rows and columns too few to fill the GPU are split
+    // into chunks whose partial states a second pass combines.
+    bool contiguous = !pl.redDims.empty() && pl.redStrides.back() == 1;
+    Team team = Team::kThread;
     uint64_t splits = 1;
-    if (rows) {
-      // Aim at >= 1024 workgroups, each with >= 4096 elements.
-      splits = std::min<uint64_t>((1024 + n - 1) / n, (d + 4095) / 4096);
+    if (contiguous && d >= kGroupRow) {
+      team = Team::kGroup;
+      splits = std::min<uint64_t>((kTargetGroups + n - 1) / n, d / kMinGroupChunk);
+    } else if (contiguous && d >= kSubgroupRow) {
+      team = Team::kSubgroup;
     } else {
-      // Aim at >= 256K threads (a big GPU holds ~270K at once), each with
-      // >= 64 elements.
-      splits = std::min<uint64_t>((262144 + n - 1) / n, (d + 63) / 64);
+      splits = std::min<uint64_t>((kTargetThreads + n - 1) / n, d / kMinThreadChunk);
     }
     splits = std::max<uint64_t>(splits, 1);
     uint64_t chunk = d == 0 ? 0 : (d + splits - 1) / splits;
@@ -243,12 +286,13 @@ class Reduce final : public KernelTemplate {
       push.st = states->deviceAddress();
     }
     uint32_t gx, gy;
-    grid(r, rows ? n * splits : (n * splits + 255) / 256, &gx, &gy);
-    r.dispatch(source(op, dtype, pl.twoOutputs, 1, rows), push, gx, gy);
+    grid(r, groupsFor(team, n * splits), &gx, &gy);
+    r.dispatch(source(op, dtype, pl.twoOutputs, 1, team), push, gx, gy);
     if (splits > 1) {
-      bool rows2 = splits >= 64;
-      grid(r, rows2 ? n : (n + 255) / 256, &gx, &gy);
-      r.dispatch(source(op, dtype, pl.twoOutputs, 2, rows2), push, gx, gy);
+      // Many partial states per output: a workgroup per output; few: a thread.
+      Team team2 = splits >= 64 ? Team::kGroup : Team::kThread;
+      grid(r, groupsFor(team2, n), &gx, &gy);
+      r.dispatch(source(op, dtype, pl.twoOutputs, 2, team2), push, gx, gy);
     }
   }
 
@@ -256,9 +300,10 @@ class Reduce final : public KernelTemplate {
     std::vector<const KernelSource*> out;
     bool two = kind_ == ReduceKind::kMax || kind_ == ReduceKind::kMin;
     for (int outputs = 1; outputs <= (two ? 2 : 1); ++outputs) {
-      for (int pass = 1; pass <= 2; ++pass) {
-        for (bool rows : {false, true}) out.push_back(&source(op, dtype, outputs == 2, pass, rows));
+      for (Team team : {Team::kThread, Team::kSubgroup, Team::kGroup}) {
+        out.push_back(&source(op, dtype, outputs == 2, 1, team));
       }
+      for (Team team : {Team::kThread, Team::kGroup}) out.push_back(&source(op, dtype, outputs == 2, 2, team));
     }
     return out;
   }

@@ -3,13 +3,27 @@
 //   A          accumulator type: float (float inputs) or int64_t (int, bool)
 //   LOADA(i)   element i of x converted to A
 //   OP_*       which accumulate / combine / finalize to use
+//   ST_FIELDS  which fields of St the op uses (bits: 1 x, 2 y, 4 z, 8 i)
 //   FIN_Y(s) / FIN_Z(s)  the outputs' values from a final state (HAS_Z: two outputs)
 //   PASS       1: reduce the input; 2: combine the partial states of pass 1
-//   ROWS       1: a workgroup per work item (tree in shared memory); 0: a thread per item
+//   TEAM       who takes one work item: TEAM_THREAD (neighbouring threads on
+//              neighbouring outputs: strided "column" reductions),
+//              TEAM_SUBGROUP (many short contiguous rows) or TEAM_GROUP
+//              (long contiguous rows, or one chunk of one)
+//   UNROLL     loads each invocation keeps in flight (bandwidth needs bytes
+//              in flight, and one scalar load per thread is too few)
 // The input is viewed as outputs x reduced elements: out dims (sizes, input
 // strides) then reduced dims (sizes, input strides) in p.meta. Pass 1 splits
 // each output's d elements into p.s chunks of p.chunk; with p.s > 1 it writes
 // partial states (index sp * n + o) that pass 2 combines and finalizes.
+// Every order of combination is fixed by the shape (and the device's
+// subgroup size), so results are deterministic.
+#extension GL_KHR_shader_subgroup_shuffle : require
+#extension GL_EXT_control_flow_attributes : require
+#define TEAM_THREAD 0
+#define TEAM_SUBGROUP 1
+#define TEAM_GROUP 2
+#define WG_SIZE 256u
 layout(local_size_x = 256) in;
 
 struct St {
@@ -188,7 +202,6 @@ uint outOffset(uint o) {
 
 uint redOffset(uint r) {
   uint at = 2u * p.outRank;
-  if (p.redRank == 1u) return r * p.meta.v[at + 1u];
   uint off = 0u;
   for (int k = int(p.redRank) - 1; k >= 0; --k) {
     uint size = p.meta.v[at + uint(k)];
@@ -196,6 +209,47 @@ uint redOffset(uint r) {
     r /= size;
   }
   return off;
+}
+
+// Accumulates reduced elements k0 + lane, k0 + lane + w, ... (< k1) of the
+// output at `base`, in increasing k. UNROLL loads are issued before their
+// values are used.
+void accumulate(inout St s, uint base, uint k0, uint k1, uint lane, uint w) {
+  uint k = k0 + lane;
+  uint span = (UNROLL - 1u) * w;
+  if (p.redRank == 1u) {
+    uint rs = p.meta.v[2u * p.outRank + 1u];
+    for (; k + span < k1; k += UNROLL * w) {
+      A v[UNROLL];
+      [[unroll]] for (uint u = 0u; u < UNROLL; ++u) v[u] = LOADA(base + (k + u * w) * rs);
+      [[unroll]] for (uint u = 0u; u < UNROLL; ++u) st_acc(s, v[u], int64_t(k + u * w));
+    }
+    for (; k < k1; k += w) st_acc(s, LOADA(base + k * rs), int64_t(k));
+  } else {
+    for (; k + span < k1; k += UNROLL * w) {
+      A v[UNROLL];
+      [[unroll]] for (uint u = 0u; u < UNROLL; ++u) v[u] = LOADA(base + redOffset(k + u * w));
+      [[unroll]] for (uint u = 0u; u < UNROLL; ++u) st_acc(s, v[u], int64_t(k + u * w));
+    }
+    for (; k < k1; k += w) st_acc(s, LOADA(base + redOffset(k)), int64_t(k));
+  }
+}
+
+// One work item's own share: item `item` of pass 1 (output o's split sp) or
+// pass 2 (output o), taken by `w` invocations of which this is `lane`.
+St work(uint item, uint lane, uint w, out uint o, out uint sp) {
+  St s = st_new();
+#if PASS == 1
+  sp = item / p.n;
+  o = item % p.n;
+  uint k0 = sp * p.chunk;
+  accumulate(s, outOffset(o), k0, min(p.d, k0 + p.chunk), lane, w);
+#else
+  sp = 0u;
+  o = item;
+  for (uint j = lane; j < p.s; j += w) st_comb(s, p.st.v[j * p.n + o]);
+#endif
+  return s;
 }
 
 void emit(uint o, uint sp, St s) {
@@ -209,12 +263,59 @@ void emit(uint o, uint sp, St s) {
   }
 }
 
-#if ROWS
-shared St sh[256];
+// ---------------------------------------------------------------- team combines
+#if TEAM != TEAM_THREAD
+A shuffleA(A v, uint m) {
+#ifdef ACC_FLOAT
+  return subgroupShuffleXor(v, m);
+#else
+  return int64_t(pack64(subgroupShuffleXor(unpack32(uint64_t(v)), m)));
+#endif
+}
+
+St shuffleSt(St s, uint m) {
+  St t = s;
+#if (ST_FIELDS & 1)
+  t.x = shuffleA(s.x, m);
+#endif
+#if (ST_FIELDS & 2)
+  t.y = shuffleA(s.y, m);
+#endif
+#if (ST_FIELDS & 4)
+  t.z = shuffleA(s.z, m);
+#endif
+#if (ST_FIELDS & 8)
+  t.i = int64_t(pack64(subgroupShuffleXor(unpack32(uint64_t(s.i)), m)));
+#endif
+  return t;
+}
+
+// Butterfly over the subgroup; invocation 0 ends with the whole.
+St subgroupCombine(St s) {
+  for (uint m = 1u; m < gl_SubgroupSize; m <<= 1) st_comb(s, shuffleSt(s, m));
+  return s;
+}
+#endif
+
+#if TEAM == TEAM_GROUP
+shared St sh[WG_SIZE];  // one per subgroup
+
+// Subgroups, then their results in subgroup 0; invocation 0 ends with the whole.
+St groupCombine(St s) {
+  s = subgroupCombine(s);
+  if (gl_SubgroupInvocationID == 0u) sh[gl_SubgroupID] = s;
+  barrier();
+  St t = st_new();
+  if (gl_SubgroupID == 0u) {
+    for (uint j = gl_SubgroupInvocationID; j < gl_NumSubgroups; j += gl_SubgroupSize) st_comb(t, sh[j]);
+    t = subgroupCombine(t);
+  }
+  barrier();  // sh is reused by the next item
+  return t;
+}
 #endif
 
 void main() {
-  uint lid = gl_LocalInvocationID.x;
   uint wg = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
   uint wgs = gl_NumWorkGroups.x * gl_NumWorkGroups.y;
 #if PASS == 1
@@ -222,47 +323,20 @@ void main() {
 #else
   uint total = p.n;
 #endif
-#if ROWS
-  // A workgroup per item: output o's split sp (pass 1) or output o (pass 2).
+  uint o, sp;
+#if TEAM == TEAM_GROUP
   for (uint item = wg; item < total; item += wgs) {
-    St s = st_new();
-#if PASS == 1
-    uint sp = item / p.n, o = item % p.n;
-    uint k0 = sp * p.chunk, k1 = min(p.d, k0 + p.chunk);
-    uint base = outOffset(o);
-    for (uint k = k0 + lid; k < k1; k += 256u) st_acc(s, LOADA(base + redOffset(k)), int64_t(k));
-#else
-    uint sp = 0u, o = item;
-    for (uint j = lid; j < p.s; j += 256u) st_comb(s, p.st.v[j * p.n + o]);
-#endif
-    sh[lid] = s;
-    barrier();
-    if (lid < 16u) {
-      St t = sh[lid * 16u];
-      for (uint j = 1u; j < 16u; ++j) st_comb(t, sh[lid * 16u + j]);
-      sh[lid * 16u] = t;
-    }
-    barrier();
-    if (lid == 0u) {
-      St t = sh[0];
-      for (uint j = 1u; j < 16u; ++j) st_comb(t, sh[j * 16u]);
-      emit(o, sp, t);
-    }
-    barrier();
+    St s = groupCombine(work(item, gl_LocalInvocationID.x, WG_SIZE, o, sp));
+    if (gl_LocalInvocationID.x == 0u) emit(o, sp, s);
+  }
+#elif TEAM == TEAM_SUBGROUP
+  for (uint item = wg * gl_NumSubgroups + gl_SubgroupID; item < total; item += wgs * gl_NumSubgroups) {
+    St s = subgroupCombine(work(item, gl_SubgroupInvocationID, gl_SubgroupSize, o, sp));
+    if (gl_SubgroupInvocationID == 0u) emit(o, sp, s);
   }
 #else
-  // A thread per item; neighbouring threads take neighbouring outputs.
-  for (uint item = wg * 256u + lid; item < total; item += wgs * 256u) {
-    St s = st_new();
-#if PASS == 1
-    uint sp = item / p.n, o = item % p.n;
-    uint k0 = sp * p.chunk, k1 = min(p.d, k0 + p.chunk);
-    uint base = outOffset(o);
-    for (uint k = k0; k < k1; ++k) st_acc(s, LOADA(base + redOffset(k)), int64_t(k));
-#else
-    uint sp = 0u, o = item;
-    for (uint j = 0u; j < p.s; ++j) st_comb(s, p.st.v[j * p.n + o]);
-#endif
+  for (uint item = wg * WG_SIZE + gl_LocalInvocationID.x; item < total; item += wgs * WG_SIZE) {
+    St s = work(item, 0u, 1u, o, sp);
     emit(o, sp, s);
   }
 #endif

@@ -1,10 +1,10 @@
 // Conformance of the reduction family: every reduction over any set of dims
 // (adjacent or not, all, none), with keepdim, in every dtype it declares;
 // scans; sort, argsort and topk. References compute in double from the same
-// rounded inputs. Shapes are chosen to reach every kernel path: rows and
-// columns, split reductions finished by a second pass, size-0 and size-1
-// dims, 0-d tensors, more outputs than 65535 workgroups, and rows of a sort
-// longer than a workgroup can hold.
+// rounded inputs. Shapes are chosen to reach every kernel path: rows (a
+// workgroup or a subgroup each) and columns, split reductions finished by a
+// second pass, size-0 and size-1 dims, 0-d tensors, more outputs than 65535
+// workgroups, and rows of a sort longer than a workgroup can hold.
 
 #include <algorithm>
 #include <cmath>
@@ -255,6 +255,72 @@ TEST_F(ReductionTest, SplitReductionsAndLargeShapes) {
   // Many outputs: a thread per row (more than 65535 rows).
   checkReduce("sum", randomTensor(DType::F32, {70000, 256}), {1}, false);
   checkReduce("mean", randomTensor(DType::F32, {70000, 3}), {1}, false);
+}
+
+// Each kernel path of the split machinery at sizes that reach it: rows long
+// enough to be split over workgroups (finished by a thread or a workgroup per
+// output), columns split over threads, a whole tensor of odd size, reduced
+// dims that are not adjacent, and the first-index and NaN rules across the
+// chunk boundaries of a split.
+TEST_F(ReductionTest, SplitRowsColumnsAndWholeTensors) {
+  // Split rows, every dtype at least once.
+  const Shape rowsShape = {3, 300000};
+  HostTensor rows = randomTensor(DType::F32, rowsShape);
+  for (const char* op : {"sum", "mean", "var", "logsumexp", "norm", "amin"}) checkReduce(op, rows, {1}, false, {}, 1e-4);
+  checkIndexReduce(rows, 1, false);
+  HostTensor half = randomTensor(DType::F16, rowsShape);
+  for (const char* op : {"sum", "amax", "std"}) checkReduce(op, half, {1}, true);
+  HostTensor brain = randomTensor(DType::BF16, rowsShape);
+  for (const char* op : {"mean", "amin"}) checkReduce(op, brain, {1}, false);
+  // i32 sums in i64: these overflow i32 many times over.
+  HostTensor ints = randomTensor(DType::I32, rowsShape, 2e9, 2.1e9);
+  checkReduce("sum", ints, {1}, false);
+  checkIndexReduce(ints, 1, false);
+  HostTensor longs = randomTensor(DType::I64, rowsShape, -1e12, 1e12);
+  for (const char* op : {"sum", "amax", "count_nonzero"}) checkReduce(op, longs, {1}, false);
+  HostTensor bytes = randomTensor(DType::U8, rowsShape, 0, 255);
+  for (const char* op : {"sum", "amin", "any"}) checkReduce(op, bytes, {1}, false);
+  HostTensor bools = randomTensor(DType::Bool, rowsShape, 0, 1);
+  for (const char* op : {"all", "any", "count_nonzero", "sum"}) checkReduce(op, bools, {1}, false);
+
+  // Columns split over threads; with many splits, finished by a workgroup each.
+  HostTensor cols = randomTensor(DType::F32, {5000, 7});
+  for (const char* op : {"sum", "var", "amax"}) checkReduce(op, cols, {0}, true, {}, 1e-4);
+  checkIndexReduce(cols, 0, false);
+  HostTensor tall = randomTensor(DType::F32, {20000, 3});
+  for (const char* op : {"mean", "logsumexp"}) checkReduce(op, tall, {0}, false, {}, 1e-4);
+  checkReduce("sum", randomTensor(DType::I32, {20000, 3}, -1e9, 1e9), {0}, false);
+
+  // Non-adjacent reduced dims with a contiguous innermost one, split.
+  HostTensor mixed = randomTensor(DType::F32, {3, 2, 9000});
+  for (const char* op : {"sum", "var"}) checkReduce(op, mixed, {0, 2}, false, {}, 1e-4);
+
+  // A whole tensor of odd size.
+  HostTensor all = randomTensor(DType::F32, {1000003});
+  for (const char* op : {"sum", "mean", "norm", "amax"}) checkReduce(op, all, {}, false, {}, 1e-4);
+  checkIndexReduce(all, std::nullopt, false);
+
+  // Equal extremes in different chunks: the first index wins, in both passes.
+  HostTensor ties = all;
+  for (size_t i : {250000u, 700001u, 999999u}) ties.values[i] = 5;
+  for (size_t i : {400000u, 600000u, 900000u}) ties.values[i] = -5;
+  checkIndexReduce(ties, std::nullopt, false);
+  HostTensor rowTies = rows;
+  for (size_t i : {300000u + 150000u, 300000u + 20000u, 300000u + 290000u}) rowTies.values[i] = 5;
+  checkIndexReduce(rowTies, 1, false);
+
+  // NaN in a late chunk propagates; the first NaN is the arg-extreme.
+  HostTensor late = all;
+  late.values[990000] = kNaN;
+  late.values[995000] = kNaN;
+  for (const char* op : {"sum", "amax", "amin", "var", "logsumexp"}) checkReduce(op, late, {}, false);
+  checkIndexReduce(late, std::nullopt, false);
+
+  // i64 sums wrap as int64 does, across chunks.
+  HostTensor wrap = makeTensor(DType::I64, {1000003}, std::vector<double>(1000003, 0.0));
+  for (size_t i : {10u, 400000u, 800000u, 1000002u}) wrap.values[i] = 4611686018427387904.0;  // 2^62
+  wrap.values[500000] = 7;
+  expectClose(ReductionTest::call("sum", {wrap})[0], makeTensor(DType::I64, {}, {7}), "i64 sum wraps");
 }
 
 TEST_F(ReductionTest, IndexReductions) {
