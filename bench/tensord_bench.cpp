@@ -1,12 +1,15 @@
 // tensord_bench: drives a real tensord over loopback and prints, from one
 // run, its figures next to a bare Cap'n Proto floor measured in the same run:
 //   - tiny-op round trip p50/p99 vs a trivial Cap'n Proto call;
-//   - a 50-op pipelined chain vs 50 sequential round trips;
+//   - a 100-op pipelined chain vs 100 sequential round trips and vs one
+//     bare round trip;
+//   - 8 and 64 clients at once issuing tiny ops: throughput and p99;
 //   - upload/download GB/s vs a bare `-> stream` of the same bytes.
 // It starts its own daemon on 127.0.0.1:0 unless --connect names one.
 
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -31,7 +34,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
-constexpr int kChainLength = 50;
+constexpr int kChainLength = 100;
+constexpr int kClientCounts[] = {8, 64};
 
 struct Options {
   std::string connect;  // "" = start a daemon
@@ -52,7 +56,7 @@ void usage(const char* argv0) {
       "  --token T         token for --connect (default: the shipped default credential)\n"
       "  --tensord PATH    daemon binary to start (default: ../server/tensord next to this program)\n"
       "  --iterations N    tiny-op and bare calls timed (default 2000)\n"
-      "  --chain-repeats N chains of 50 timed each way (default 20)\n"
+      "  --chain-repeats N chains of 100 timed each way (default 20)\n"
       "  --sizes LIST      transfer sizes, K/M/G suffixes are binary (default 1M,64M,1G)\n"
       "  --repeats N       transfers per size (default 20 up to 1 MiB, 5 up to 64 MiB, else 2)\n",
       argv0);
@@ -136,6 +140,49 @@ std::filesystem::path defaultDaemonBinary() {
   return std::filesystem::canonical("/proc/self/exe").parent_path().parent_path() / "server" / "tensord";
 }
 
+// `clients` connections on threads of their own, each timing `calls` tiny
+// adds (each waited for). Returns every latency and the wall time of all.
+struct ManyClients {
+  std::vector<double> latencies;
+  double seconds = 0;
+};
+ManyClients runClients(const ConnectOptions& connect, int clients, int calls) {
+  std::vector<std::vector<double>> per(static_cast<size_t>(clients));
+  std::vector<std::string> errors(static_cast<size_t>(clients));
+  std::atomic<int> ready{0};
+  std::atomic<bool> go{false};
+  std::vector<std::thread> threads;
+  for (int c = 0; c < clients; ++c) {
+    threads.emplace_back([&, c] {
+      try {
+        Client client(connect);
+        Tensor one = client.upload(Shape{1}, std::vector<float>{1.0f});
+        for (int i = 0; i < 10; ++i) (one + one).wait();
+        ++ready;
+        while (!go) std::this_thread::yield();
+        for (int i = 0; i < calls; ++i) {
+          auto start = Clock::now();
+          (one + one).wait();
+          per[size_t(c)].push_back(since(start));
+        }
+      } catch (const std::exception& e) {
+        errors[size_t(c)] = e.what();
+        ++ready;
+      }
+    });
+  }
+  while (ready < clients) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  auto start = Clock::now();
+  go = true;
+  for (auto& t : threads) t.join();
+  ManyClients out{.seconds = since(start)};
+  for (size_t c = 0; c < per.size(); ++c) {
+    if (!errors[c].empty()) throw std::runtime_error("client " + std::to_string(c) + ": " + errors[c]);
+    out.latencies.insert(out.latencies.end(), per[c].begin(), per[c].end());
+  }
+  return out;
+}
+
 struct TransferTimes {
   std::vector<double> upload, download;
 };
@@ -171,7 +218,7 @@ int run(const Options& o) {
     if (i >= warmup) tiny.push_back(since(start));
   }
 
-  // Chains of 50 adds: all pipelined (one wait) vs one round trip each.
+  // Chains of adds: all pipelined (one wait) vs one round trip each.
   std::vector<double> pipelined, sequential;
   for (int r = 0; r < o.chainRepeats; ++r) {
     auto start = Clock::now();
@@ -190,6 +237,10 @@ int run(const Options& o) {
     }
     sequential.push_back(since(start));
   }
+
+  // Many clients at once.
+  std::vector<ManyClients> many;
+  for (int clients : kClientCounts) many.push_back(runClients(connectOptions, clients, std::max(20, o.iterations / clients)));
 
   // Transfers: f32 tensors of each size, up then down.
   std::vector<TransferTimes> transfers;
@@ -237,10 +288,20 @@ int run(const Options& o) {
   }
 
   std::printf("\nchain of %d ops (add, 1 element), median of %d\n", kChainLength, o.chainRepeats);
-  row("", {"tensord", "", "seq/pipelined"});
+  row("", {"tensord", "capnp floor", "ratio"});
   double pipe = median(pipelined), seq = median(sequential);
-  row("pipelined, one wait", {millis(pipe), "", ""});
-  row("sequential, 50 round trips", {millis(seq), "", ratio(seq / pipe)});
+  const double bare = percentile(floor.pingSeconds, 50);
+  row("pipelined, one wait (/ floor)", {millis(pipe), micros(bare), ratio(pipe / bare)});
+  row("sequential (/ pipelined)", {millis(seq), "", ratio(seq / pipe)});
+
+  std::printf("\nclients at once, each: tiny op (add, 1 element), waited for\n");
+  row("", {"calls/s", "p50", "p99"});
+  for (size_t i = 0; i < many.size(); ++i) {
+    const auto& m = many[i];
+    row(std::to_string(kClientCounts[i]) + " clients",
+        {format("%.0f", double(m.latencies.size()) / m.seconds), micros(percentile(m.latencies, 50)),
+         micros(percentile(m.latencies, 99))});
+  }
 
   std::printf("\ntransfers (GB = 1e9 bytes; floor: `-> stream` in 1 MiB chunks), median\n");
   row("", {"tensord", "capnp floor", "tensord/floor"});
