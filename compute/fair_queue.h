@@ -61,8 +61,9 @@ class FairQueue {
     // Cost (bytes touched) after which a batch is closed while more than one
     // owner has work waiting; a batch always takes at least one job.
     uint64_t sharedCost = 64ull << 20;
-    // The same bound when only one owner has work waiting.
-    uint64_t soloCost = 1ull << 30;
+    // The same bound when only one owner has work waiting: a batch cannot be
+  // preempted, so this bounds what an owner arriving next waits for.
+    uint64_t soloCost = 256ull << 20;
   };
 
   explicit FairQueue(BatchLimits limits) : limits_(limits) {}
