@@ -110,6 +110,49 @@ TEST_F(LinalgConformance, MatmulLargeF32) {
   expectClose(call("matmul", {a, b})[0], rounded(refMatmul(a, b)), "matmul 512x256 @ 256x384", 256);
 }
 
+// Products that take the tiled fast path (float, contiguous, M and N >= 64):
+// every tile shape it picks, edge tiles in M, N and K (K not a multiple of
+// the K step), vector and element-wise loads (N or K not a multiple of 4),
+// linear's transposed weight, bias and alpha/beta epilogues, and batches.
+// f16 and bf16 share the kernel's code but not its loads and stores: they
+// run fewer shapes (each kernel variant costs a pipeline compile).
+TEST_F(LinalgConformance, FastPathEdgeTiles) {
+  for (DType dt : kFloats) {
+    std::string name(dtypeName(dt));
+    bool all = dt == DType::F32;
+    std::vector<MatmulCase> cases = {
+        {{130, 260}, {260, 129}},  // element-wise loads
+        {{130, 260}, {260, 132}},  // vector loads, edge tiles in M, N and K
+    };
+    if (all) {
+      cases.insert(cases.end(), {
+                                    {{64, 13}, {13, 64}},            // K below one step
+                                    {{48, 130, 36}, {48, 36, 132}},  // 128x128 tiles (enough of them)
+                                    {{96, 130, 20}, {96, 20, 100}},  // 128x64
+                                    {{96, 100, 20}, {1, 20, 130}},   // 64x128, broadcast b
+                                });
+    }
+    for (const MatmulCase& c : cases) {
+      auto a = inputFor(dt, c.a), b = inputFor(dt, c.b);
+      expectClose(call("matmul", {a, b})[0], rounded(refMatmul(a, b)),
+                  "matmul " + name + " " + shapeStr(c.a) + " @ " + shapeStr(c.b), double(innerOf(c.a)));
+    }
+    for (int64_t n : all ? std::vector<int64_t>{129, 132} : std::vector<int64_t>{132}) {
+      auto x = inputFor(dt, {2, 65, 68}), w = inputFor(dt, {n, 68}), bias = inputFor(dt, {n});
+      auto prod = refMatmul(x, transpose2(w));
+      std::string what = name + " [2, 65, 68] weight " + shapeStr(w.shape);
+      expectClose(call("linear", {x, w})[0], rounded(prod), "linear " + what, 68);
+      expectClose(call("linear", {x, w, bias})[0], scaleAdd(prod, &bias, 1, 1), "linear+bias " + what, 68);
+    }
+    auto m1 = inputFor(dt, {70, 100}), m2 = inputFor(dt, {100, 90}), c = inputFor(dt, {70, 1});
+    expectClose(call("addmm", {c, m1, m2}, {{"beta", 0.5}, {"alpha", -2.0}})[0],
+                scaleAdd(refMatmul(m1, m2), &c, -2.0, 0.5), "addmm fast " + name, 100);
+    auto b1 = inputFor(dt, {3, 70, 36}), b2 = inputFor(dt, {3, 36, 72}), bc = inputFor(dt, {3, 1, 72});
+    expectClose(call("baddbmm", {bc, b1, b2}, {{"beta", 2}, {"alpha", 0.25}})[0],
+                scaleAdd(refMatmul(b1, b2), &bc, 0.25, 2), "baddbmm fast " + name, 36);
+  }
+}
+
 TEST_F(LinalgConformance, MmAndBmm) {
   for (DType dt : kProductDTypes) {
     auto a = inputFor(dt, {33, 20}), b = inputFor(dt, {20, 70});
