@@ -28,6 +28,8 @@ BatchRecorder::BatchRecorder(const vk::raii::CommandBuffer& cmd, KernelCache& ke
       allocator_(allocator),
       maxGroups_{maxGroups[0], maxGroups[1], maxGroups[2]} {}
 
+const DeviceFeatures* BatchRecorder::features() const { return &kernels_.device().info().features; }
+
 uint64_t BatchRecorder::params(std::span<const std::byte> bytes) { return arena_.copy(bytes).address; }
 
 std::shared_ptr<Buffer> BatchRecorder::scratch(uint64_t bytes) {
@@ -78,22 +80,26 @@ void BatchRecorder::copy(vk::Buffer src, uint64_t srcOffset, vk::Buffer dst, uin
   cmd_.copyBuffer(src, dst, vk::BufferCopy{.srcOffset = srcOffset, .dstOffset = dstOffset, .size = bytes});
 }
 
+CommandStream::Frame::Frame(const Device& device)
+    : arena(device),
+      pool(device.device(), {.flags = vk::CommandPoolCreateFlagBits::eTransient,
+                             .queueFamilyIndex = device.queueFamily()}),
+      cmd(std::move(vk::raii::CommandBuffers(device.device(), {.commandPool = *pool,
+                                                               .level = vk::CommandBufferLevel::ePrimary,
+                                                               .commandBufferCount = 1})
+                        .front())),
+      fence(device.device(), vk::FenceCreateInfo{}) {}
+
 CommandStream::CommandStream(const Device& device, KernelCache& kernels, CachingAllocator& allocator,
                              bool fairSharing)
-    : device_(device),
-      kernels_(kernels),
-      allocator_(allocator),
-      arena_(device),
-      pool_(device.device(), {.flags = vk::CommandPoolCreateFlagBits::eTransient,
-                              .queueFamilyIndex = device.queueFamily()}),
-      cmd_(std::move(vk::raii::CommandBuffers(device.device(), {.commandPool = *pool_,
-                                                                .level = vk::CommandBufferLevel::ePrimary,
-                                                                .commandBufferCount = 1})
-                         .front())),
-      fence_(device.device(), vk::FenceCreateInfo{}),
-      fairSharing_(fairSharing),
-      queue_(kBatchLimits),
-      thread_([this] { run(); }) {}
+    : device_(device), kernels_(kernels), allocator_(allocator), fairSharing_(fairSharing), queue_(kBatchLimits) {
+  for (size_t i = 0; i < kFrames; ++i) {
+    frames_.push_back(std::make_unique<Frame>(device));
+    freeFrames_.push_back(frames_.back().get());
+  }
+  completer_ = std::thread([this] { completeLoop(); });
+  submitter_ = std::thread([this] { submitLoop(); });
+}
 
 CommandStream::~CommandStream() {
   {
@@ -101,7 +107,8 @@ CommandStream::~CommandStream() {
     stopping_ = true;
   }
   wake_.notify_all();
-  thread_.join();
+  submitter_.join();  // after it has submitted everything queued
+  completer_.join();  // after it has completed everything submitted
 }
 
 void CommandStream::enqueue(Job job) {
@@ -110,7 +117,7 @@ void CommandStream::enqueue(Job job) {
     if (!fairSharing_) job.owner.clear();  // one owner: arrival order
     queue_.push(std::move(job));
   }
-  wake_.notify_one();
+  wake_.notify_all();
 }
 
 void CommandStream::waitIdle() {
@@ -119,17 +126,47 @@ void CommandStream::waitIdle() {
   idle.get_future().wait();
 }
 
-void CommandStream::run() {
-  std::deque<Job> batch;
+void CommandStream::submitLoop() {
   for (;;) {
+    Frame* frame = nullptr;
     {
       std::unique_lock lock(mu_);
-      wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stopping and drained
-      queue_.takeBatch(batch);
+      wake_.wait(lock, [&] { return (!queue_.empty() && !freeFrames_.empty()) || (stopping_ && queue_.empty()); });
+      if (queue_.empty()) break;  // stopping and drained
+      frame = freeFrames_.back();
+      freeFrames_.pop_back();
+      queue_.takeBatch(frame->jobs);
     }
-    runBatch(batch);
-    batch.clear();  // drops the buffers the jobs kept alive
+    record(*frame);
+    {
+      std::lock_guard lock(mu_);
+      inFlight_.push_back(frame);
+    }
+    done_.notify_all();
+  }
+  {
+    std::lock_guard lock(mu_);
+    submitterDone_ = true;
+  }
+  done_.notify_all();
+}
+
+void CommandStream::completeLoop() {
+  for (;;) {
+    Frame* frame = nullptr;
+    {
+      std::unique_lock lock(mu_);
+      done_.wait(lock, [&] { return !inFlight_.empty() || submitterDone_; });
+      if (inFlight_.empty()) return;  // the submitter ended and everything is complete
+      frame = inFlight_.front();
+      inFlight_.pop_front();
+    }
+    complete(*frame);
+    {
+      std::lock_guard lock(mu_);
+      freeFrames_.push_back(frame);
+    }
+    wake_.notify_all();
   }
 }
 
@@ -153,45 +190,60 @@ std::exception_ptr CommandStream::inheritedFailure(const Job& job) {
   return nullptr;
 }
 
-void CommandStream::runBatch(std::deque<Job>& batch) {
-  std::vector<std::exception_ptr> errors(batch.size());
-  std::exception_ptr batchError;
-  arena_.reset();
+void CommandStream::record(Frame& frame) {
+  std::deque<Job>& batch = frame.jobs;
+  frame.errors.assign(batch.size(), nullptr);
+  frame.batchError = nullptr;
+  frame.submitted = false;
+  frame.arena.reset();
   uint32_t maxGroups[3];
   std::copy_n(device_.limits().maxComputeWorkGroupCount.begin(), 3, maxGroups);
-  BatchRecorder recorder(cmd_, kernels_, arena_, allocator_, maxGroups);
+  frame.recorder = std::make_unique<BatchRecorder>(frame.cmd, kernels_, frame.arena, allocator_, maxGroups);
+  BatchRecorder& recorder = *frame.recorder;
   try {
-    pool_.reset();
-    cmd_.begin({.flags = vk::CommandBufferUsageFlagBits::eOneTimeSubmit});
+    frame.pool.reset();
+    frame.cmd.begin({.flags = vk::CommandBufferUsageFlagBits::eOneTimeSubmit});
     for (size_t i = 0; i < batch.size(); ++i) {
       if (!batch[i].record) continue;
       try {
         recorder.beginJob(i);
         batch[i].record(recorder);
       } catch (...) {
-        errors[i] = std::current_exception();
+        frame.errors[i] = std::current_exception();
       }
     }
     // Make every write visible to the host (downloads read staging memory).
     vk::MemoryBarrier toHost{.srcAccessMask = kWriteAccess, .dstAccessMask = vk::AccessFlagBits::eHostRead};
-    cmd_.pipelineBarrier(kWorkStages, vk::PipelineStageFlagBits::eHost, {}, toHost, nullptr, nullptr);
-    cmd_.end();
+    frame.cmd.pipelineBarrier(kWorkStages, vk::PipelineStageFlagBits::eHost, {}, toHost, nullptr, nullptr);
+    frame.cmd.end();
     vkCall("vkQueueSubmit", [&] {
-      device_.queue().submit(vk::SubmitInfo{.commandBufferCount = 1, .pCommandBuffers = &*cmd_}, *fence_);
+      device_.queue().submit(vk::SubmitInfo{.commandBufferCount = 1, .pCommandBuffers = &*frame.cmd}, *frame.fence);
     });
-    checkVk(device_.device().waitForFences(*fence_, true, UINT64_MAX), "vkWaitForFences");
-    device_.device().resetFences(*fence_);
+    frame.submitted = true;
   } catch (...) {
-    batchError = std::current_exception();
+    frame.batchError = std::current_exception();
   }
+}
+
+void CommandStream::complete(Frame& frame) {
+  if (frame.submitted) {
+    try {
+      checkVk(device_.device().waitForFences(*frame.fence, true, UINT64_MAX), "vkWaitForFences");
+      device_.device().resetFences(*frame.fence);
+    } catch (...) {
+      frame.batchError = std::current_exception();
+    }
+  }
+  std::deque<Job>& batch = frame.jobs;
   for (size_t i = 0; i < batch.size(); ++i) {
     // The job (and the buffers it holds) goes at the end of this iteration,
     // before later completions run: waitIdle's completion finds the memory
     // of everything before it released.
     Job job = std::move(batch[i]);
-    if (!errors[i] && !batchError) errors[i] = recorder.deviceError(i);
-    if (!errors[i] && !batchError) errors[i] = inheritedFailure(job);
-    std::exception_ptr error = errors[i] ? errors[i] : batchError;
+    std::exception_ptr error = frame.errors[i];
+    if (!error && !frame.batchError) error = frame.recorder->deviceError(i);
+    if (!error && !frame.batchError) error = inheritedFailure(job);
+    if (!error) error = frame.batchError;
     // A failure sticks: a later partial write (an upload's next piece) must
     // not make a buffer look valid again.
     if (error) {
@@ -199,6 +251,8 @@ void CommandStream::runBatch(std::deque<Job>& batch) {
     }
     if (job.done) job.done(error);
   }
+  batch.clear();
+  frame.recorder.reset();  // frees the batch's scratch buffers
 }
 
 }  // namespace tensord::compute

@@ -1,10 +1,11 @@
 #pragma once
-// CommandStream: the submit thread. Jobs are queued from any thread; the
+// CommandStream: two threads. Jobs are queued from any thread; the submit
 // thread takes a batch (FairQueue decides which jobs, sharing the device
 // between owners), records it into one command buffer with a barrier between
-// jobs, submits it, waits for its fence and then runs each job's completion.
-// While one batch runs on the device the next one collects, so many small ops
-// share a submit.
+// jobs and submits it; the completion thread waits for each batch's fence in
+// submission order and runs its jobs' completions. Up to three batches are
+// on the device at once, and while they run the next one collects, so many
+// small ops share a submit and the device does not wait for the host.
 
 #include <condition_variable>
 #include <deque>
@@ -37,6 +38,7 @@ class BatchRecorder final : public Recorder {
   using Recorder::dispatch;
   using Recorder::params;
   uint32_t maxGroups(int axis) const override { return maxGroups_[axis]; }
+  const DeviceFeatures* features() const override;
   uint64_t params(std::span<const std::byte> bytes) override;
   std::shared_ptr<Buffer> scratch(uint64_t bytes) override;
   uint64_t errorSlot(DeviceErrorDescriber describe) override;
@@ -82,24 +84,46 @@ class CommandStream {
   void waitIdle();
 
  private:
-  void run();
-  void runBatch(std::deque<Job>& batch);
+  // One batch's command buffer, fence and parameter memory. Up to kFrames
+  // batches are on the device at once, so the next batch is recorded and
+  // submitted while the previous ones run: small batches keep the device busy.
+  struct Frame {
+    explicit Frame(const Device& device);
+    ParamArena arena;
+    vk::raii::CommandPool pool;
+    vk::raii::CommandBuffer cmd;
+    vk::raii::Fence fence;
+    // Set by record(), consumed by complete():
+    std::deque<Job> jobs;
+    std::unique_ptr<BatchRecorder> recorder;
+    std::vector<std::exception_ptr> errors;  // per job, from recording
+    std::exception_ptr batchError;           // recording or submit failed
+    bool submitted = false;
+  };
+  static constexpr size_t kFrames = 3;
+
+  void submitLoop();    // takes batches, records and submits them
+  void completeLoop();  // waits for each frame's fence in order, runs its completions
+  void record(Frame& frame);
+  void complete(Frame& frame);
   static std::exception_ptr inheritedFailure(const Job& job);
 
   const Device& device_;
   KernelCache& kernels_;
   CachingAllocator& allocator_;
-  ParamArena arena_;
-  vk::raii::CommandPool pool_;
-  vk::raii::CommandBuffer cmd_;
-  vk::raii::Fence fence_;
+  std::vector<std::unique_ptr<Frame>> frames_;
 
   std::mutex mu_;
-  std::condition_variable wake_;
+  std::condition_variable wake_;  // work queued, a frame freed, or stopping
+  std::condition_variable done_;  // a frame submitted, or submitting ended
   const bool fairSharing_;
-  FairQueue queue_;        // GUARDED_BY(mu_)
-  bool stopping_ = false;  // GUARDED_BY(mu_)
-  std::thread thread_;     // last: starts after everything above exists
+  FairQueue queue_;                  // GUARDED_BY(mu_)
+  std::vector<Frame*> freeFrames_;   // GUARDED_BY(mu_)
+  std::deque<Frame*> inFlight_;      // GUARDED_BY(mu_); in submission order
+  bool stopping_ = false;            // GUARDED_BY(mu_)
+  bool submitterDone_ = false;       // GUARDED_BY(mu_)
+  std::thread completer_;            // the threads last: they start after everything above exists
+  std::thread submitter_;
 };
 
 }  // namespace tensord::compute
