@@ -186,10 +186,13 @@ std::shared_ptr<const JsonPolicy> JsonPolicy::parse(std::string_view jsonText) {
   json root;
   try {
     root = json::parse(jsonText.begin(), jsonText.end(), nullptr, /*allow_exceptions=*/true, /*ignore_comments=*/true);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
+    // parse_error for bad syntax, out_of_range for a number no double holds
+    // ("1e400"). e.what() reads "[json.exception.parse_error.101] parse error
+    // at line 3, column 5: ..."; the bracketed id means nothing to a reader.
     std::string what = e.what();
-    const size_t start = what.find("parse error");
-    throw PolicyError("policy: invalid JSON: " + (start == std::string::npos ? what : what.substr(start)));
+    const size_t start = what.find("] ");
+    throw PolicyError("policy: invalid JSON: " + (start == std::string::npos ? what : what.substr(start + 2)));
   }
   requireObject(root, "");
   rejectUnknownKeys(root, "", {"principals", "roles"});

@@ -75,8 +75,16 @@ DType resultType(const std::vector<PromotionInput>& operands) {
 }
 
 int64_t TensorDesc::numel() const {
+  // Saturates instead of overflowing: shapes that attributes ask for are
+  // counted before any limit is checked, and a count above every limit is
+  // all those checks need.
+  for (int64_t d : shape) {
+    if (d == 0) return 0;
+  }
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape) {
+    if (__builtin_mul_overflow(n, d, &n)) return INT64_MAX;
+  }
   return n;
 }
 

@@ -222,7 +222,10 @@ RemapPlan repeatPlan(const OpSpec& op, std::span<const TensorDesc> in, const Att
   Shape out(reps.size());
   for (size_t d = 0; d < reps.size(); ++d) {
     if (reps[d] < 0) throwInvalid(op.name + ": attribute 'repeats' is " + intsStr(reps) + "; expected values >= 0");
-    out[d] = padded[d] * reps[d];
+    if (__builtin_mul_overflow(padded[d], reps[d], &out[d])) {
+      throwInvalid(op.name + ": attribute 'repeats' is " + intsStr(reps) + "; the output for the input " +
+                   in[0].str() + " would have more elements than a tensor can hold");
+    }
   }
   RemapCopy c = gatherCopy(padded, out, identityDims(out.size()));
   for (auto& d : c.dims) d.mode = RemapDim::kWrap;
@@ -448,6 +451,26 @@ RemapPlan piecesPlan(const TensorDesc& in, int64_t dim, const std::vector<int64_
   return plan;
 }
 
+// Each piece of a split is an output tensor the daemon tracks; this bounds
+// the memory and work one call can ask for (chunks=10**15 of an empty dim).
+constexpr int64_t kMaxPieces = 65536;
+
+void checkPieceCount(const OpSpec& op, int64_t pieces) {
+  if (pieces > kMaxPieces) {
+    throwInvalid(op.name + ": the call would make " + std::to_string(pieces) + " outputs; expected at most " +
+                 std::to_string(kMaxPieces));
+  }
+}
+
+// Pieces of `chunk` (> 0) along a dim of `size` (> 0), the last one shorter.
+std::vector<int64_t> evenPieces(const OpSpec& op, int64_t size, int64_t chunk) {
+  const int64_t pieces = size / chunk + (size % chunk != 0);
+  checkPieceCount(op, pieces);
+  std::vector<int64_t> sizes;
+  for (int64_t i = 0; i < pieces; ++i) sizes.push_back(std::min(chunk, size - i * chunk));
+  return sizes;
+}
+
 RemapPlan splitPlan(const OpSpec& op, std::span<const TensorDesc> in, const Attrs& attrs) {
   const Shape& s = in[0].shape;
   if (s.empty()) throwInvalid(op.name + ": the input is 0-d; expected at least 1 dim");
@@ -464,13 +487,16 @@ RemapPlan splitPlan(const OpSpec& op, std::span<const TensorDesc> in, const Attr
     if (chunk == 0 || size == 0) {
       sizes.push_back(0);
     } else {
-      for (int64_t at = 0; at < size; at += chunk) sizes.push_back(std::min(chunk, size - at));
+      sizes = evenPieces(op, size, chunk);
     }
   } else {
     int64_t total = 0;
     for (auto v : spec) {
       if (v < 0) throwInvalid(op.name + ": attribute 'split_size_or_sections' is " + intsStr(spec) + "; expected sizes >= 0");
-      total += v;
+      if (__builtin_add_overflow(total, v, &total)) {
+        throwInvalid(op.name + ": attribute 'split_size_or_sections' is " + intsStr(spec) + "; the sizes sum to more than dim " +
+                     std::to_string(dim) + "'s size " + std::to_string(size));
+      }
     }
     if (spec.empty() || total != size) {
       throwInvalid(op.name + ": attribute 'split_size_or_sections' is " + intsStr(spec) + "; the sizes sum to " +
@@ -490,10 +516,10 @@ RemapPlan chunkPlan(const OpSpec& op, std::span<const TensorDesc> in, const Attr
   int64_t size = s[size_t(dim)];
   std::vector<int64_t> sizes;
   if (size == 0) {
+    checkPieceCount(op, chunks);
     sizes.assign(size_t(chunks), 0);
   } else {
-    int64_t chunk = (size + chunks - 1) / chunks;
-    for (int64_t at = 0; at < size; at += chunk) sizes.push_back(std::min(chunk, size - at));
+    sizes = evenPieces(op, size, size / chunks + (size % chunks != 0));  // ceil, without overflow
   }
   return piecesPlan(in[0], dim, sizes);
 }

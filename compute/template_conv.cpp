@@ -38,10 +38,12 @@ std::vector<int64_t> spatialAttr(const OpSpec& op, const Attrs& attrs, const std
     throwInvalid(op.name + ": attribute '" + name + "' is " + listStr(attrs.getInts(name)) + "; expected 1 or " +
                  std::to_string(spatial) + " ints");
   }
+  // The upper bound keeps the shape arithmetic on these values from
+  // overflowing; no output dim can exceed it anyway (see inferOutputs).
   for (int64_t x : v) {
-    if (x < min) {
-      throwInvalid(op.name + ": attribute '" + name + "' is " + listStr(v) + "; expected every value >= " +
-                   std::to_string(min));
+    if (x < min || x > INT32_MAX) {
+      throwInvalid(op.name + ": attribute '" + name + "' is " + listStr(v) + "; expected every value in [" +
+                   std::to_string(min) + ", " + std::to_string(INT32_MAX) + "]");
     }
   }
   return v;
@@ -118,6 +120,16 @@ struct ConvPush {
 class Conv final : public KernelTemplate {
  public:
   Conv(int spatial, bool transposed) : spatial_(spatial), transposed_(transposed) {}
+
+  // Each output (each input, transposed) element takes one multiply-add per
+  // weight of one output (input) channel.
+  uint64_t flops(const OpSpec&, std::span<const TensorView> inputs, std::span<const TensorView> outputs,
+                 const Attrs&) const override {
+    const TensorDesc& w = inputs[1].desc;
+    if (w.shape.empty() || w.shape[0] == 0) return 0;
+    const uint64_t perElement = uint64_t(w.numel() / w.shape[0]);
+    return 2 * uint64_t(transposed_ ? inputs[0].desc.numel() : outputs[0].desc.numel()) * perElement;
+  }
 
   ConvGeometry geometry(const OpSpec& op, std::span<const TensorDesc> in, const Attrs& attrs) const {
     const std::string name = op.name;

@@ -98,6 +98,12 @@ class Creation final : public KernelTemplate {
       throwInvalid(op.name + ": 'step' " + std::to_string(step) + " goes away from 'end' " + std::to_string(end) +
                    " starting at 'start' " + std::to_string(start) + "; expected step's sign to match end - start");
     }
+    // Checked before the conversion, which is undefined for values no int64 holds.
+    if (len > double(INT32_MAX)) {
+      throwInvalid(op.name + ": 'start' " + std::to_string(start) + " to 'end' " + std::to_string(end) + " by 'step' " +
+                   std::to_string(step) + " has more than " + std::to_string(INT32_MAX) +
+                   " elements; ops make at most that many");
+    }
     return int64_t(len);
   }
 
@@ -161,8 +167,7 @@ class Creation final : public KernelTemplate {
         break;
       }
     }
-    int64_t numel = 1;
-    for (int64_t d : shape) numel = d == 0 || numel > INT32_MAX ? (d == 0 ? 0 : numel) : numel * d;
+    const int64_t numel = TensorDesc{DType::F32, shape}.numel();  // saturates rather than overflowing
     if (numel > INT32_MAX) {
       throwInvalid(op.name + ": the output " + shapeStr(shape) + " has more than " + std::to_string(INT32_MAX) +
                    " elements; ops make at most that many");
