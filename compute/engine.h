@@ -47,6 +47,10 @@ struct DeviceFeatures {
   bool int64 = false;      // shaderInt64: i64 tensors
   bool storage16 = false;  // storageBuffer16BitAccess: f16 and bf16 tensors
   bool storage8 = false;   // storageBuffer8BitAccess: u8 and bool tensors
+  // VK_NV_cooperative_matrix with a subgroup-scope 16x16x16 product of f16
+  // A/B into f32 C/D on 32-wide subgroups, plus shaderFloat16 and the Vulkan
+  // memory model its shaders need: f16 matmul on tensor cores.
+  bool coopMatrixF16 = false;
 };
 
 struct DeviceInfo {

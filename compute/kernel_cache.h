@@ -34,6 +34,7 @@ class KernelCache {
 
   const vk::raii::Pipeline& pipeline(const KernelSource& source);
   const vk::raii::PipelineLayout& layout() const { return layout_; }
+  const Device& device() const { return device_; }
   void savePipelineCache();
 
  private:

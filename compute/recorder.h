@@ -15,6 +15,7 @@
 namespace tensord::compute {
 
 class Buffer;
+struct DeviceFeatures;
 
 // GLSL source of one compute kernel. Identity is the object: templates keep
 // their sources (see KernelVariants) for the lifetime of the op table.
@@ -36,6 +37,9 @@ class Recorder {
   virtual void dispatch(const KernelSource& source, std::span<const std::byte> push, uint32_t groupsX,
                         uint32_t groupsY = 1, uint32_t groupsZ = 1) = 0;
   virtual uint32_t maxGroups(int axis) const = 0;  // the device's limit on axis 0 (x), 1 (y) or 2 (z)
+  // The optional features of the device recorded for, for kernels that have
+  // a faster variant where one is present; nullptr: none known.
+  virtual const DeviceFeatures* features() const { return nullptr; }
 
   // Copies `bytes` into host-written memory the device can read while this
   // batch runs and returns its device address (16-byte aligned). For shapes,
