@@ -205,7 +205,9 @@ class Elementwise final : public KernelTemplate {
     push.rank = uint32_t(c.shape.size());
     push.dense = dense ? 1 : 0;
     push.scalars = scalarsAt;
-    r.dispatch(src, push, r.groupsFor(push.n, 256));
+    // The dense loop handles 4 elements per invocation per pass (UNROLL in
+    // elementwise.comp); size the grid for that.
+    r.dispatch(src, push, r.groupsFor(push.n, dense ? 256 * 4 : 256));
   }
 
   std::vector<const KernelSource*> variants(const OpSpec& op, DType dtype) const override {

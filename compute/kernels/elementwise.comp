@@ -23,8 +23,59 @@ layout(push_constant) uniform Push {
 #define SCALAR_U(k) p.meta.v[p.scalars + 4u * (k) + 1u]
 #define SCALAR_B(k) (p.meta.v[p.scalars + 4u * (k) + 1u] != 0u)
 
+// Elements per invocation per pass of the dense loop: its loads are all
+// issued before any is used, so each invocation keeps several in flight
+// (one at a time leaves a big GPU short of memory bandwidth).
+#define UNROLL 4u
+
 void main() {
   uint stride = gl_NumWorkGroups.x * 256u;
+  if (p.dense != 0u) {
+    for (uint i0 = gl_GlobalInvocationID.x; i0 < p.n; i0 += UNROLL * stride) {
+      T av[UNROLL];
+#if ARITY > 1
+      T bv[UNROLL];
+#endif
+#if ARITY > 2
+      T cv[UNROLL];
+#endif
+#if ARITY > 3
+      T dv[UNROLL];
+#endif
+      for (uint j = 0u; j < UNROLL; ++j) {
+        uint i = i0 + j * stride;
+        if (i < p.n) {
+          av[j] = OPERAND_a(i);
+#if ARITY > 1
+          bv[j] = OPERAND_b(i);
+#endif
+#if ARITY > 2
+          cv[j] = OPERAND_c(i);
+#endif
+#if ARITY > 3
+          dv[j] = OPERAND_d(i);
+#endif
+        }
+      }
+      for (uint j = 0u; j < UNROLL; ++j) {
+        uint i = i0 + j * stride;
+        if (i < p.n) {
+          T a = av[j];
+#if ARITY > 1
+          T b = bv[j];
+#endif
+#if ARITY > 2
+          T c = cv[j];
+#endif
+#if ARITY > 3
+          T d = dv[j];
+#endif
+          STORE_y(i, EXPR);
+        }
+      }
+    }
+    return;
+  }
   for (uint i = gl_GlobalInvocationID.x; i < p.n; i += stride) {
     uint ia = i, ib = i, ic = i, id = i;
     if (p.dense == 0u) {
