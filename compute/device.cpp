@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <string_view>
+#include <vector>
 
 namespace tensord::compute {
 
@@ -102,8 +103,68 @@ uint32_t computeQueueFamily(const vk::raii::PhysicalDevice& pd) {
   throw ComputeError(ComputeError::Kind::kDevice, "device has no compute queue");
 }
 
+bool hasExtension(const vk::raii::PhysicalDevice& pd, std::string_view name) {
+  for (const auto& e : pd.enumerateDeviceExtensionProperties()) {
+    if (name == e.extensionName.data()) return true;
+  }
+  return false;
+}
+
+// The products VK_NV_cooperative_matrix offers ("16x16x16 f16*f16+f32->f32
+// subgroup"); empty without the extension.
+std::vector<vk::CooperativeMatrixPropertiesNV> coopMatrixProducts(const vk::raii::PhysicalDevice& pd) {
+  if (!hasExtension(pd, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME)) return {};
+  return vkCall("vkGetPhysicalDeviceCooperativeMatrixPropertiesNV",
+                [&] { return pd.getCooperativeMatrixPropertiesNV(); });
+}
+
+std::string productsStr(const std::vector<vk::CooperativeMatrixPropertiesNV>& products) {
+  auto type = [](vk::ComponentTypeNV t) {
+    switch (t) {
+      case vk::ComponentTypeNV::eFloat16: return "f16";
+      case vk::ComponentTypeNV::eFloat32: return "f32";
+      case vk::ComponentTypeNV::eFloat64: return "f64";
+      case vk::ComponentTypeNV::eSint8: return "i8";
+      case vk::ComponentTypeNV::eUint8: return "u8";
+      case vk::ComponentTypeNV::eSint32: return "i32";
+      case vk::ComponentTypeNV::eUint32: return "u32";
+      default: return "?";
+    }
+  };
+  std::string s;
+  for (const auto& p : products) {
+    if (!s.empty()) s += ", ";
+    s += std::to_string(p.MSize) + "x" + std::to_string(p.NSize) + "x" + std::to_string(p.KSize) + " " +
+         type(p.AType) + "*" + type(p.BType) + "+" + type(p.CType) + "->" + type(p.DType);
+    if (p.scope != vk::ScopeNV::eSubgroup) s += " (not subgroup)";
+  }
+  return s.empty() ? "none" : s;
+}
+
+// Whether the device runs kernels/matmul_coop.comp: its 16x16x16 f16 product
+// into f32, on the 32-wide subgroups the kernel's tiling assumes, with the
+// shader features glslang's cooperative matrix SPIR-V declares.
+bool coopMatrixF16Usable(const vk::raii::PhysicalDevice& pd) {
+  auto products = coopMatrixProducts(pd);
+  bool product = std::any_of(products.begin(), products.end(), [](const vk::CooperativeMatrixPropertiesNV& p) {
+    using C = vk::ComponentTypeNV;
+    return p.MSize == 16 && p.NSize == 16 && p.KSize == 16 && p.AType == C::eFloat16 && p.BType == C::eFloat16 &&
+           p.CType == C::eFloat32 && p.DType == C::eFloat32 && p.scope == vk::ScopeNV::eSubgroup;
+  });
+  if (!product) return false;
+  auto features = pd.getFeatures2<vk::PhysicalDeviceFeatures2, vk::PhysicalDeviceVulkan12Features,
+                                  vk::PhysicalDeviceCooperativeMatrixFeaturesNV>();
+  const auto& have12 = features.get<vk::PhysicalDeviceVulkan12Features>();
+  auto props = pd.getProperties2<vk::PhysicalDeviceProperties2, vk::PhysicalDeviceVulkan11Properties>();
+  const auto& p11 = props.get<vk::PhysicalDeviceVulkan11Properties>();
+  return features.get<vk::PhysicalDeviceCooperativeMatrixFeaturesNV>().cooperativeMatrix && have12.shaderFloat16 &&
+         have12.vulkanMemoryModel && p11.subgroupSize == 32 &&
+         (p11.subgroupSupportedStages & vk::ShaderStageFlagBits::eCompute);
+}
+
 // Turns on what the kernels use where the device has it: 64-bit integers,
-// 8/16-bit storage (f16, bf16, u8, bool tensors) and float atomics.
+// 8/16-bit storage (f16, bf16, u8, bool tensors), float atomics and
+// cooperative matrices (f16 matmul).
 vk::raii::Device makeDevice(const vk::raii::PhysicalDevice& pd, uint32_t family, DeviceFeatures* enabled) {
   float priority = 1.0f;
   vk::DeviceQueueCreateInfo queueInfo{.queueFamilyIndex = family, .queueCount = 1, .pQueuePriorities = &priority};
@@ -115,11 +176,24 @@ vk::raii::Device makeDevice(const vk::raii::PhysicalDevice& pd, uint32_t family,
   enabled->int64 = have.shaderInt64;
   enabled->storage16 = have11.storageBuffer16BitAccess;
   enabled->storage8 = have12.storageBuffer8BitAccess;
-  vk::PhysicalDeviceVulkan12Features v12{.storageBuffer8BitAccess = enabled->storage8, .bufferDeviceAddress = true};
+  enabled->coopMatrixF16 = enabled->storage16 && coopMatrixF16Usable(pd);
+  bool coop = enabled->coopMatrixF16;
+  vk::PhysicalDeviceCooperativeMatrixFeaturesNV coopFeatures{.cooperativeMatrix = true};
+  vk::PhysicalDeviceVulkan12Features v12{.pNext = coop ? &coopFeatures : nullptr,
+                                         .storageBuffer8BitAccess = enabled->storage8,
+                                         .shaderFloat16 = coop,
+                                         .bufferDeviceAddress = true,
+                                         .vulkanMemoryModel = coop};
   vk::PhysicalDeviceVulkan11Features v11{.pNext = &v12, .storageBuffer16BitAccess = enabled->storage16};
   vk::PhysicalDeviceFeatures2 features{.pNext = &v11};
   features.features.shaderInt64 = enabled->int64;
-  vk::DeviceCreateInfo info{.pNext = &features, .queueCreateInfoCount = 1, .pQueueCreateInfos = &queueInfo};
+  std::vector<const char*> extensions;
+  if (coop) extensions.push_back(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+  vk::DeviceCreateInfo info{.pNext = &features,
+                            .queueCreateInfoCount = 1,
+                            .pQueueCreateInfos = &queueInfo,
+                            .enabledExtensionCount = uint32_t(extensions.size()),
+                            .ppEnabledExtensionNames = extensions.data()};
   return vkCall("vkCreateDevice", [&] { return vk::raii::Device(pd, info); });
 }
 
@@ -152,9 +226,13 @@ Device::Device(const std::string& selector, spdlog::logger& log)
   auto maint3 = physical_.getProperties2<vk::PhysicalDeviceProperties2, vk::PhysicalDeviceMaintenance3Properties>();
   info_.maxAllocationBytes = maint3.get<vk::PhysicalDeviceMaintenance3Properties>().maxMemoryAllocationSize;
 
-  log.info("vulkan device: {} ({}, {}, Vulkan {}, {} MiB device-local; int64 {}, 16-bit storage {}, 8-bit storage {})",
+  log.info("vulkan device: {} ({}, {}, Vulkan {}, {} MiB device-local; int64 {}, 16-bit storage {}, 8-bit storage {}, "
+           "f16 cooperative matrix {})",
            info_.name, info_.kind, info_.driver, info_.apiVersion, info_.memoryBytes >> 20, info_.features.int64,
-           info_.features.storage16, info_.features.storage8);
+           info_.features.storage16, info_.features.storage8, info_.features.coopMatrixF16);
+  if (hasExtension(physical_, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME)) {
+    log.info("cooperative matrix products: {}", productsStr(coopMatrixProducts(physical_)));
+  }
 }
 
 uint32_t Device::memoryType(uint32_t typeBits, vk::MemoryPropertyFlags required,

@@ -1,0 +1,195 @@
+// Tensor-core path of the matrix product for f16 (VK_NV_cooperative_matrix,
+// accumulating in f32): y = alpha * (a @ b) + beta * c over a batch, where a
+// is a contiguous row-major [M, K] and b is [K, N] or, with TRANS_B, [N, K]
+// (linear's weight). Same push constants and meta words as matmul.comp;
+// template_matmul.cpp's record() chooses it on devices that report the
+// 16x16x16 f16 -> f32 subgroup product (DeviceFeatures::coopMatrixF16).
+//
+// Needs K and N multiples of 8 and 16-byte aligned a, b and y: operands move
+// as uvec4s of 8 halves, each wholly inside or outside the matrix. M and N
+// need not fill a tile: edge tiles are zero-filled on load, guarded on store.
+//
+// One workgroup per output tile (a 1-D grid over the tiles of a matrix,
+// GROUP_M tile rows at a time), batches over z. A workgroup of 8 subgroups of
+// 32 computes a BM x BN output tile in K steps of BK; the subgroups form a
+// WARPS_M x WARPS_N grid, each owning WM x WN outputs as (WM/16) x (WN/16)
+// f32 accumulator fragments. Tiles of a and b go
+// global -> registers -> shared memory (rows padded by 8 halves so the
+// fragment loads of 8 rows hit distinct banks) and fragments are loaded from
+// there. Two shared buffers: the next K tile is fetched into registers while
+// the current one is multiplied, then stored into the other buffer, so one
+// barrier per K step suffices. The epilogue passes each accumulator fragment
+// through shared memory (the A buffers, no longer needed) so every
+// invocation holds 8 consecutive outputs of a row: alpha, beta * c, the
+// conversion to f16 and one 16-byte store.
+#extension GL_EXT_control_flow_attributes : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_NV_cooperative_matrix : require
+#extension GL_KHR_shader_subgroup_basic : require
+layout(local_size_x = 256) in;
+layout(push_constant) uniform Push {
+  a_ref a;
+  b_ref b;
+  c_ref c;
+  y_ref y;
+  Meta meta;
+} p;
+
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer Vec8s { uvec4 v[]; };  // 8 halves each
+
+const int kScope = 3;  // gl_ScopeSubgroup
+#define FragA fcoopmatNV<16, kScope, 16, 16>
+#define FragAcc fcoopmatNV<32, kScope, 16, 16>
+
+const uint WARPS_M = BM / WM, WARPS_N = BN / WN;  // 8 subgroups in all
+const uint FM = WM / 16u, FN = WN / 16u;          // fragments per subgroup
+const uint KV = BK / 8u;                          // uvec4s along k of one tile row
+
+// Strides (uvec4s) of the shared tiles: a as [BM][BK], b as [BK][BN] or,
+// with TRANS_B, [BN][BK]; 8 halves of padding per row.
+const uint AS = KV + 1u;
+#ifdef TRANS_B
+const uint BS = KV + 1u;
+const uint BTILE = BN * BS;
+#else
+const uint BS = BN / 8u + 1u;
+const uint BTILE = BK * BS;
+#endif
+const uint ATILE = BM * AS;
+const uint AV = BM * KV, BV = BN * KV;  // uvec4s of a tile in global memory
+const uint LA = (AV + 255u) / 256u, LB = (BV + 255u) / 256u;  // per invocation
+
+shared uvec4 As[max(2u * ATILE, 512u)];  // the epilogue needs 8 x 64
+shared uvec4 Bs[2u * BTILE];
+uvec4 pa[LA], pb[LB];  // the next K tile, on its way to shared memory
+
+uint M, N, K, lda, ldb;
+
+uvec4 load8(uint64_t base, uint i) { return Vec8s(base).v[i >> 3]; }
+
+void fetch(uint aoff, uint boff, uint m0, uint n0, uint k0, uint t) {
+  [[unroll]] for (uint j = 0u; j < LA; ++j) {
+    uint idx = t + 256u * j;
+    uint row = m0 + idx / KV, k = k0 + (idx % KV) * 8u;
+    pa[j] = idx < AV && row < M && k < K ? load8(uint64_t(p.a), aoff + row * lda + k) : uvec4(0u);
+  }
+  [[unroll]] for (uint j = 0u; j < LB; ++j) {
+    uint idx = t + 256u * j;
+#ifdef TRANS_B
+    uint col = n0 + idx / KV, k = k0 + (idx % KV) * 8u;
+    pb[j] = idx < BV && col < N && k < K ? load8(uint64_t(p.b), boff + col * ldb + k) : uvec4(0u);
+#else
+    uint k = k0 + idx / (BN / 8u), col = n0 + (idx % (BN / 8u)) * 8u;
+    pb[j] = idx < BV && col < N && k < K ? load8(uint64_t(p.b), boff + k * ldb + col) : uvec4(0u);
+#endif
+  }
+}
+
+void stash(uint buf, uint t) {
+  [[unroll]] for (uint j = 0u; j < LA; ++j) {
+    uint idx = t + 256u * j;
+    if (idx < AV) As[buf * ATILE + (idx / KV) * AS + idx % KV] = pa[j];
+  }
+  [[unroll]] for (uint j = 0u; j < LB; ++j) {
+    uint idx = t + 256u * j;
+#ifdef TRANS_B
+    if (idx < BV) Bs[buf * BTILE + (idx / KV) * BS + idx % KV] = pb[j];
+#else
+    if (idx < BV) Bs[buf * BTILE + (idx / (BN / 8u)) * BS + idx % (BN / 8u)] = pb[j];
+#endif
+  }
+}
+
+void main() {
+  M = p.meta.v[0], N = p.meta.v[1], K = p.meta.v[2];
+  uint batch = p.meta.v[3], batchRank = p.meta.v[4];
+  bool hasBias = p.meta.v[5] != 0u;
+  float alpha = uintBitsToFloat(p.meta.v[6]), beta = uintBitsToFloat(p.meta.v[7]);
+  uint scm = p.meta.v[12], scn = p.meta.v[13];
+  lda = p.meta.v[8];
+#ifdef TRANS_B
+  ldb = p.meta.v[11];
+#else
+  ldb = p.meta.v[10];
+#endif
+  uint t = gl_LocalInvocationIndex, warp = t >> 5u, lane = t & 31u;
+  uint wm = (warp / WARPS_N) * WM, wn = (warp % WARPS_N) * WN;  // this subgroup's outputs in the tile
+  uint kTiles = (K + BK - 1u) / BK;
+  for (uint bi = gl_WorkGroupID.z; bi < batch; bi += gl_NumWorkGroups.z) {
+    uint aoff = 0u, boff = 0u, coff = 0u, rem = bi;
+    for (int d = int(batchRank) - 1; d >= 0; --d) {
+      uint size = p.meta.v[14 + d];
+      uint idx = rem % size;
+      rem /= size;
+      aoff += idx * p.meta.v[18 + d];
+      boff += idx * p.meta.v[22 + d];
+      coff += idx * p.meta.v[26 + d];
+    }
+    uint yoff = bi * M * N;
+    // Tiles in bands of GROUP_M tile rows, column by column inside a band:
+    // the workgroups running at once share rows of a and columns of b in L2.
+    uint tilesM = (M + BM - 1u) / BM, tilesN = (N + BN - 1u) / BN, perBand = GROUP_M * tilesN;
+    for (uint tile = gl_WorkGroupID.x; tile < tilesM * tilesN; tile += gl_NumWorkGroups.x) {
+      uint band = tile / perBand, firstM = band * GROUP_M, rows = min(tilesM - firstM, GROUP_M);
+      uint m0 = (firstM + (tile % perBand) % rows) * BM, n0 = ((tile % perBand) / rows) * BN;
+      FragAcc acc[FM][FN];
+      [[unroll]] for (uint i = 0u; i < FM; ++i) {
+        [[unroll]] for (uint j = 0u; j < FN; ++j) acc[i][j] = FragAcc(0.0);
+      }
+      fetch(aoff, boff, m0, n0, 0u, t);
+      stash(0u, t);
+      barrier();
+      for (uint kt = 0u; kt < kTiles; ++kt) {
+        uint cur = kt & 1u;
+        bool more = kt + 1u < kTiles;
+        if (more) fetch(aoff, boff, m0, n0, (kt + 1u) * BK, t);
+        [[unroll]] for (uint kk = 0u; kk < KV; kk += 2u) {  // 16 halves of k per step
+          FragA fa[FM], fb[FN];
+          [[unroll]] for (uint i = 0u; i < FM; ++i) {
+            coopMatLoadNV(fa[i], As, cur * ATILE + (wm + 16u * i) * AS + kk, AS, false);
+          }
+          [[unroll]] for (uint j = 0u; j < FN; ++j) {
+#ifdef TRANS_B
+            coopMatLoadNV(fb[j], Bs, cur * BTILE + (wn + 16u * j) * BS + kk, BS, true);
+#else
+            coopMatLoadNV(fb[j], Bs, cur * BTILE + kk * 8u * BS + (wn + 16u * j) / 8u, BS, false);
+#endif
+          }
+          [[unroll]] for (uint i = 0u; i < FM; ++i) {
+            [[unroll]] for (uint j = 0u; j < FN; ++j) acc[i][j] = coopMatMulAddNV(fa[i], fb[j], acc[i][j]);
+          }
+        }
+        if (more) stash(cur ^ 1u, t);
+        barrier();
+      }
+      // Epilogue: each subgroup owns 64 uvec4s (a 16x16 f32 fragment) of As.
+      uint frag = warp * 64u, row = lane >> 1u, half8 = (lane & 1u) * 8u;
+      [[unroll]] for (uint i = 0u; i < FM; ++i) {
+        [[unroll]] for (uint j = 0u; j < FN; ++j) {
+          coopMatStoreNV(acc[i][j], As, frag, 4u, false);
+          subgroupMemoryBarrierShared();
+          subgroupBarrier();
+          vec4 lo = uintBitsToFloat(As[frag + row * 4u + half8 / 4u]);
+          vec4 hi = uintBitsToFloat(As[frag + row * 4u + half8 / 4u + 1u]);
+          subgroupMemoryBarrierShared();
+          subgroupBarrier();
+          uint gm = m0 + wm + 16u * i + row, gn = n0 + wn + 16u * j + half8;
+          if (gm >= M || gn >= N) continue;
+          lo *= alpha;
+          hi *= alpha;
+          if (hasBias) {
+            uint c0 = coff + gm * scm + gn * scn;
+            [[unroll]] for (uint e = 0u; e < 4u; ++e) {
+              lo[e] += beta * LOAD_c(c0 + e * scn);
+              hi[e] += beta * LOAD_c(c0 + (e + 4u) * scn);
+            }
+          }
+          uvec4 v = uvec4(packFloat2x16(f16vec2(lo.xy)), packFloat2x16(f16vec2(lo.zw)),
+                          packFloat2x16(f16vec2(hi.xy)), packFloat2x16(f16vec2(hi.zw)));
+          Vec8s(uint64_t(p.y)).v[(yoff + gm * N + gn) >> 3] = v;
+        }
+      }
+      barrier();  // As is the next tile's first buffer
+    }
+  }
+}
