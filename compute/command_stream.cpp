@@ -11,7 +11,7 @@ namespace {
 
 // Large enough to amortize a submit, small enough that completions of the
 // first jobs in a busy stream are not held back for long.
-constexpr FairQueue::BatchLimits kBatchLimits{.maxJobs = 256, .sharedCost = 64ull << 20, .soloCost = 256ull << 20};
+constexpr FairQueue::BatchLimits kBatchLimits{.maxJobs = 256, .sharedCost = 64ull << 20, .soloCost = 512ull << 20};
 
 constexpr auto kWorkStages = vk::PipelineStageFlagBits::eComputeShader | vk::PipelineStageFlagBits::eTransfer;
 constexpr auto kWriteAccess = vk::AccessFlagBits::eShaderWrite | vk::AccessFlagBits::eTransferWrite;

@@ -63,7 +63,7 @@ class FairQueue {
     uint64_t sharedCost = 64ull << 20;
     // The same bound when only one owner has work waiting: a batch cannot be
   // preempted, so this bounds what an owner arriving next waits for.
-    uint64_t soloCost = 256ull << 20;
+    uint64_t soloCost = 512ull << 20;
   };
 
   explicit FairQueue(BatchLimits limits) : limits_(limits) {}
