@@ -71,10 +71,6 @@ Options parseOptions(int argc, char** argv) {
   return o;
 }
 
-std::filesystem::path defaultDaemonBinary() {
-  return std::filesystem::canonical("/proc/self/exe").parent_path().parent_path() / "server" / "tensord";
-}
-
 // Latencies of `samples` tiny adds, each until its result is read back (a
 // call returns once queued; the download waits for the device).
 std::vector<double> timeLight(const Tensor& one, int samples) {

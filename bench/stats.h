@@ -1,13 +1,19 @@
 #pragma once
-// Small helpers for the benchmark's figures and table.
+// Small helpers shared by the benchmarks: figures, tables, the daemon binary.
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 namespace tensord::bench {
+
+// The daemon built next to this benchmark: BUILD/server/tensord.
+inline std::filesystem::path defaultDaemonBinary() {
+  return std::filesystem::canonical("/proc/self/exe").parent_path().parent_path() / "server" / "tensord";
+}
 
 // The p-th percentile (0..100) by nearest rank; 0 for no samples.
 inline double percentile(std::vector<double> samples, double p) {

@@ -136,10 +136,6 @@ std::string hostCpu() {
   return "unknown CPU";
 }
 
-std::filesystem::path defaultDaemonBinary() {
-  return std::filesystem::canonical("/proc/self/exe").parent_path().parent_path() / "server" / "tensord";
-}
-
 // `clients` connections on threads of their own, each timing `calls` tiny
 // adds (each waited for). Returns every latency and the wall time of all.
 struct ManyClients {
