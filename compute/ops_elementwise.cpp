@@ -105,7 +105,7 @@ void addElementwiseOps(std::vector<OpSpec>& ops) {
   ops.push_back(unary("round", byKind("roundEven(a)", "a"), R::kSame, N, "nearest integer, ties to even (as torch.round)"));
   ops.push_back(unary("trunc", byKind("trunc(a)", "a"), R::kSame, N, "integer part, towards zero"));
   ops.push_back(unary("frac", same("a - trunc(a)"), R::kSame, F, "x - trunc(x)"));
-  ops.push_back(unary("relu", [](const Attrs&, DType d) { return isFloating(d) ? "(isnan(a) ? a : max(a, 0.0))" : d == DType::U8 ? "a" : d == DType::I64 ? "max(a, 0l)" : "max(a, 0)"; },
+  ops.push_back(unary("relu", [](const Attrs&, DType d) { return isFloating(d) ? "(a < 0.0 ? 0.0 : a)" : d == DType::U8 ? "a" : d == DType::I64 ? "max(a, 0l)" : "max(a, 0)"; },
                       R::kSame, N, "max(x, 0)"));
   // ------------------------------------------------------------ unary float math (ints compute in f32)
   struct Math {
