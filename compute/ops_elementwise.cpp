@@ -151,7 +151,7 @@ void addElementwiseOps(std::vector<OpSpec>& ops) {
        }) {
     ops.push_back(unary(m.name, same(m.expr), R::kFloat, N, m.doc));
   }
-  ops.push_back(unary("relu6", same("isnan(a) ? a : clamp(a, 0.0, 6.0)"), R::kSame, F, "min(max(x, 0), 6)"));
+  ops.push_back(unary("relu6", same("a < 0.0 ? 0.0 : (a > 6.0 ? 6.0 : a)"), R::kSame, F, "min(max(x, 0), 6)"));
   ops.push_back(unary("leaky_relu", same("a >= 0.0 ? a : a * s0"), R::kSame, F, "x if x >= 0 else negative_slope * x",
                       {floatAttr("negative_slope", 0.01, "slope for x < 0")}));
   ops.push_back(unary("elu", same("a > 0.0 ? a : s0 * expm1_f(a)"), R::kSame, F, "x if x > 0 else alpha * (e^x - 1)",
@@ -161,7 +161,7 @@ void addElementwiseOps(std::vector<OpSpec>& ops) {
   ops.push_back(unary("softplus", same("softplus_f(a, s0, s1)"), R::kSame, F,
                       "log(1 + e^(beta x)) / beta; x where beta x > threshold",
                       {floatAttr("beta", 1.0, "beta"), floatAttr("threshold", 20.0, "linear above this")}));
-  ops.push_back(unary("hardtanh", same("isnan(a) ? a : clamp(a, s0, s1)"), R::kSame, F, "clamp(x, min_val, max_val)",
+  ops.push_back(unary("hardtanh", same("a < s0 ? s0 : (a > s1 ? s1 : a)"), R::kSame, F, "clamp(x, min_val, max_val)",
                       {floatAttr("min_val", -1.0, "lower bound"), floatAttr("max_val", 1.0, "upper bound")}));
   ops.push_back(unary(
       "gelu",

@@ -185,6 +185,14 @@ TEST_F(ConformanceTest, UnarySpecialValues) {
   auto half = call("nan_to_num", {makeTensor(DType::F16, {2}, {kInf, -kInf})})[0].values;
   EXPECT_EQ(half, (std::vector<double>{65504, -65504}));
   EXPECT_TRUE(std::isnan(call("relu", {x})[0].values[0])) << "relu keeps NaN, as PyTorch";
+  auto relu = call("relu", {x})[0].values;
+  EXPECT_EQ(std::vector<double>(relu.begin() + 1, relu.end()), (std::vector<double>{kInf, 0, 0, 0, 2.5}));
+  auto relu6 = call("relu6", {x})[0].values;
+  EXPECT_TRUE(std::isnan(relu6[0])) << "relu6 keeps NaN, as PyTorch";
+  EXPECT_EQ(std::vector<double>(relu6.begin() + 1, relu6.end()), (std::vector<double>{6, 0, 0, 0, 2.5}));
+  auto hardtanh = call("hardtanh", {x})[0].values;
+  EXPECT_TRUE(std::isnan(hardtanh[0])) << "hardtanh keeps NaN, as PyTorch";
+  EXPECT_EQ(std::vector<double>(hardtanh.begin() + 1, hardtanh.end()), (std::vector<double>{1, -1, 0, 0, 1}));
   // gelu's tanh approximation.
   HostTensor g = randomTensor(DType::F32, {100}, -4, 4);
   auto got = call("gelu", {g}, {{"approximate", std::string("tanh")}})[0];
