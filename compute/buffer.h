@@ -26,7 +26,7 @@ class Buffer {
   Block& block() const { return *block_; }
 
   // The error of the device work that last wrote this buffer, if it failed.
-  // Read and written by the CommandStream's thread only.
+  // Read and written by the CommandStream's completion thread only.
   std::exception_ptr failure;
 
  private:

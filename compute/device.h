@@ -3,7 +3,7 @@
 // and its compute queue. Choice: config selector (index or name substring),
 // else the first discrete GPU, else integrated, else virtual, else CPU
 // (lavapipe). Immutable after construction; the queue is used only by the
-// CommandStream's thread.
+// CommandStream's submit thread.
 
 #include <array>
 #include <cstdint>

@@ -4,7 +4,7 @@
 //
 // Threads: every method may be called from any thread. Work is recorded and
 // submitted on the engine's own submit thread; `Completion` callbacks run on
-// that thread and must not block. Buffers and staging slots handed to
+// its completion thread, in submission order, and must not block. Buffers and staging slots handed to
 // enqueue* stay alive until their completion has run.
 
 #include <cstdint>

@@ -4,7 +4,8 @@
 // (Recorder::params) and report bad input into it (Recorder::errorSlot).
 // Bump allocation in 1 MiB chunks; reset() once the batch using it finished.
 //
-// Used by the CommandStream's thread only.
+// One per CommandStream frame; used by one thread at a time (the submit
+// thread while recording, the completion thread's callbacks after).
 
 #include <cstddef>
 #include <cstdint>
