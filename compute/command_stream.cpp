@@ -112,12 +112,17 @@ CommandStream::~CommandStream() {
 }
 
 void CommandStream::enqueue(Job job) {
+  bool wasEmpty;
   {
     std::lock_guard lock(mu_);
     if (!fairSharing_) job.owner.clear();  // one owner: arrival order
+    wasEmpty = queue_.empty();
     queue_.push(std::move(job));
   }
-  wake_.notify_all();
+  // The submit thread sleeps only on an empty queue (or on no free frame,
+  // which the completion thread wakes it for): one wake per burst of calls
+  // rather than a futex call per call.
+  if (wasEmpty) wake_.notify_all();
 }
 
 void CommandStream::waitIdle() {
