@@ -1,5 +1,7 @@
 #include "acl/policy_json.h"
 
+#include "acl/json_text.h"
+
 #include <fnmatch.h>
 
 #include <fstream>
@@ -183,17 +185,7 @@ bool globMatch(std::string_view pattern, std::string_view text) {
 }
 
 std::shared_ptr<const JsonPolicy> JsonPolicy::parse(std::string_view jsonText) {
-  json root;
-  try {
-    root = json::parse(jsonText.begin(), jsonText.end(), nullptr, /*allow_exceptions=*/true, /*ignore_comments=*/true);
-  } catch (const json::exception& e) {
-    // parse_error for bad syntax, out_of_range for a number no double holds
-    // ("1e400"). e.what() reads "[json.exception.parse_error.101] parse error
-    // at line 3, column 5: ..."; the bracketed id means nothing to a reader.
-    std::string what = e.what();
-    const size_t start = what.find("] ");
-    throw PolicyError("policy: invalid JSON: " + (start == std::string::npos ? what : what.substr(start + 2)));
-  }
+  json root = parseJsonText<PolicyError>(jsonText, "policy");
   requireObject(root, "");
   rejectUnknownKeys(root, "", {"principals", "roles"});
 

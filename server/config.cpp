@@ -1,5 +1,7 @@
 #include "server/config.h"
 
+#include "acl/json_text.h"
+
 #include <arpa/inet.h>
 #include <sys/stat.h>
 
@@ -267,17 +269,7 @@ HostPort parseHostPort(std::string_view text, std::string_view key) {
 }
 
 Config parseConfig(std::string_view jsonText) {
-  json root;
-  try {
-    root = json::parse(jsonText.begin(), jsonText.end(), nullptr, /*allow_exceptions=*/true, /*ignore_comments=*/true);
-  } catch (const json::exception& e) {
-    // parse_error for bad syntax, out_of_range for a number no double holds
-    // ("1e400"). e.what() reads "[json.exception.parse_error.101] parse error
-    // at line 3, column 5: ..."; the bracketed id means nothing to a reader.
-    std::string what = e.what();
-    const size_t start = what.find("] ");
-    throw ConfigError("config: invalid JSON: " + (start == std::string::npos ? what : what.substr(start + 2)));
-  }
+  json root = acl::parseJsonText<ConfigError>(jsonText, "config");
   requireObject(root, "");
   rejectUnknownKeys(root, "",
                     {"listen", "allow_remote_plaintext", "device", "state_dir", "cache_dir", "log_level", "limits",
