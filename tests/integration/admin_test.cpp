@@ -41,20 +41,10 @@ constexpr const char* kPolicyBobTrains = R"({
 })";
 
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 class AdminTest : public PolicyDaemonTest {
  protected:
   AdminTest() : PolicyDaemonTest(kPrincipals, kPolicy) {}
-
-  static std::string errorOf(const std::function<void()>& f) {
-    try {
-      f();
-    } catch (const Error& e) {
-      return e.what();
-    }
-    return "";
-  }
 
   CommandResult ctl(const std::string& principal, std::vector<std::string> args) {
     std::vector<std::string> argv = {(buildDir() / "client" / "tensorctl").string(), "--connect", daemon().address(),

@@ -47,6 +47,8 @@ class DaemonTest : public ::testing::Test {
   std::unique_ptr<DaemonProcess> daemon_;
 };
 
+inline bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
 // Polls `done` every 20 ms until it returns true or `timeout` passes.
 inline bool waitUntil(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;

@@ -8,11 +8,13 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "tensord/client.h"
 #include "tests/integration/daemon_test.h"
 
 namespace tensord::testing {
@@ -21,6 +23,16 @@ class PolicyDaemonTest : public DaemonTest {
  protected:
   PolicyDaemonTest(std::vector<std::string> principals, std::string policy)
       : principals_(std::move(principals)), initialPolicy_(std::move(policy)) {}
+
+  // Runs `f`, returns the message of the tensord::Error it throws ("" if none).
+  static std::string errorOf(const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  }
 
   DaemonOptions daemonOptions() override {
     namespace fs = std::filesystem;

@@ -49,16 +49,6 @@ class PolicyTest : public PolicyDaemonTest {
     return n;
   }
 
-  // Runs `f`, returns the message of the tensord::Error it throws ("" if none).
-  static std::string errorOf(const std::function<void()>& f) {
-    try {
-      f();
-    } catch (const Error& e) {
-      return e.what();
-    }
-    return "";
-  }
-
   // Admin seeds named tensors.
   void seed(const std::vector<std::string>& names) {
     auto admin = connect();
@@ -68,7 +58,6 @@ class PolicyTest : public PolicyDaemonTest {
   std::vector<float> data_{1, 2, 3, 4};
 };
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 TEST_F(PolicyTest, DaemonLogsThePolicyInForce) {
   EXPECT_TRUE(contains(daemon().log(), "access policy " + policyPath().string() + ": 4 principal(s), 1 role(s)"))

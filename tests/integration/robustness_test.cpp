@@ -32,7 +32,6 @@ namespace fs = std::filesystem;
 constexpr uint64_t kMaxMessageBytes = 2u << 20;  // the smallest the daemon accepts
 constexpr auto kGenerous = std::chrono::seconds(30);
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 size_t occurrences(const std::string& text, const std::string& part) {
   size_t n = 0;
