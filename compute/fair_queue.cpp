@@ -35,9 +35,14 @@ std::vector<const Buffer*> FairQueue::buffersOf(const Job& job, bool writes) {
 }
 
 void FairQueue::push(Job job) {
-  Entry entry{.seq = nextSeq_++, .cost = costOf(job), .after = {}, .job = std::move(job)};
-  const auto reads = buffersOf(entry.job, false);
-  const auto writes = buffersOf(entry.job, true);
+  Entry entry{.seq = nextSeq_++,
+              .cost = costOf(job),
+              .after = {},
+              .reads = buffersOf(job, false),
+              .writes = buffersOf(job, true),
+              .job = std::move(job)};
+  const auto& reads = entry.reads;
+  const auto& writes = entry.writes;
   // Conflicts with queued jobs first, then this job's own accesses (a job
   // that reads and writes one buffer must not wait on itself).
   for (const Buffer* b : reads) {
@@ -81,8 +86,8 @@ void FairQueue::forget(const Buffer* buffer, uint64_t seq) {
 
 void FairQueue::take(Entry& entry, std::deque<Job>& out) {
   waiting_.erase(entry.seq);
-  for (const Buffer* b : buffersOf(entry.job, false)) forget(b, entry.seq);
-  for (const Buffer* b : buffersOf(entry.job, true)) forget(b, entry.seq);
+  for (const Buffer* b : entry.reads) forget(b, entry.seq);
+  for (const Buffer* b : entry.writes) forget(b, entry.seq);
   out.push_back(std::move(entry.job));
 }
 

@@ -85,6 +85,7 @@ class FairQueue {
     uint64_t seq;
     uint64_t cost;
     std::vector<uint64_t> after;  // seqs of other owners' jobs to be taken first
+    std::vector<const Buffer*> reads, writes;  // the job's buffers, each once
     Job job;
   };
   struct Owner {
