@@ -12,6 +12,9 @@ namespace tensord::compute {
 class OpTable {
  public:
   OpTable();  // the built-in ops
+  // Graph templates refer to the table they belong to: it stays where it is.
+  OpTable(const OpTable&) = delete;
+  OpTable& operator=(const OpTable&) = delete;
   const OpSpec* find(std::string_view name) const;  // nullptr if unknown
   std::span<const OpSpec> all() const { return ops_; }
 
