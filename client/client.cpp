@@ -20,7 +20,7 @@ Client::~Client() {
 
 DaemonInfo Client::info() {
   auto& conn = *impl_->conn;
-  return conn.guard([&] {
+  return conn.blocking([&] {
     auto response = conn.session().infoRequest().send().wait(conn.waitScope());
     return wire::fromWire(response.getInfo());
   });
@@ -28,7 +28,7 @@ DaemonInfo Client::info() {
 
 std::string Client::whoami() {
   auto& conn = *impl_->conn;
-  return conn.guard([&] {
+  return conn.blocking([&] {
     auto response = conn.session().whoamiRequest().send().wait(conn.waitScope());
     return std::string(response.getPrincipal().cStr());
   });
@@ -36,7 +36,7 @@ std::string Client::whoami() {
 
 SessionStatus Client::status() {
   auto& conn = *impl_->conn;
-  return conn.guard([&] {
+  return conn.blocking([&] {
     auto response = conn.session().statusRequest().send().wait(conn.waitScope());
     SessionStatus out;
     out.principal = response.getPrincipal().cStr();
@@ -48,10 +48,12 @@ SessionStatus Client::status() {
 
 void Client::adminReload() {
   auto& conn = *impl_->conn;
-  conn.guard([&] { conn.session().adminReloadRequest().send().wait(conn.waitScope()); });
+  conn.blocking([&] { conn.session().adminReloadRequest().send().wait(conn.waitScope()); });
 }
 
 std::vector<OpInfo> Client::ops() { return impl_->conn->ops(); }
+
+CallStats Client::stats() const { return impl_->conn->stats; }
 
 Tensor Client::upload(DType dtype, Shape shape, std::span<const std::byte> data, const Progress& progress) {
   return detail::upload(impl_->conn, dtype, shape, data, progress);
@@ -87,7 +89,7 @@ Tensor Client::restore(std::string_view name) {
 
 TensorPage Client::listPage(std::string_view prefix, std::string_view after, uint32_t limit) {
   auto& conn = *impl_->conn;
-  return conn.guard([&] {
+  return conn.blocking([&] {
     auto request = conn.session().listTensorsRequest();
     request.setPrefix(std::string(prefix));
     request.setAfter(std::string(after));
@@ -120,7 +122,7 @@ std::vector<TensorInfo> Client::list(std::string_view prefix) {
 
 void Client::remove(std::string_view name) {
   auto& conn = *impl_->conn;
-  conn.guard([&] {
+  conn.blocking([&] {
     auto request = conn.session().deleteTensorRequest();
     request.setName(std::string(name));
     request.send().wait(conn.waitScope());

@@ -270,8 +270,13 @@ std::vector<OpInfo> Connection::fetchOps() {
 }
 
 size_t Connection::outputCount(std::string_view op) {
-  auto it = outputCounts_.find(op);
-  if (it == outputCounts_.end() && !askedAgain_.contains(op)) {
+  const OpInfo* info = opInfo(op);
+  return info ? info->outputs.size() : 1;
+}
+
+const OpInfo* Connection::opInfo(std::string_view op) {
+  auto it = opInfos_.find(op);
+  if (it == opInfos_.end() && !askedAgain_.contains(op)) {
     // Maybe an op registered after we connected: ask once more for this name.
     // Unknown ops are not asked about again; the daemon rejects the call.
     askedAgain_.emplace(op);
@@ -279,15 +284,27 @@ size_t Connection::outputCount(std::string_view op) {
       fetchOps();
     } catch (const Error&) {
     }
-    it = outputCounts_.find(op);
+    it = opInfos_.find(op);
   }
-  if (it == outputCounts_.end()) return 1;
-  return it->second;
+  return it == opInfos_.end() ? nullptr : &it->second;
 }
 
 void Connection::cacheOps(const std::vector<OpInfo>& ops) {
-  outputCounts_.clear();
-  for (const auto& op : ops) outputCounts_[op.name] = std::max<size_t>(1, op.outputs.size());
+  opInfos_.clear();
+  for (const auto& op : ops) opInfos_[op.name] = op;
+}
+
+void Connection::addTask(kj::Promise<void> task) { tasks_.add(kj::mv(task)); }
+
+void Connection::TaskErrors::taskFailed(kj::Exception&& exception) {
+  if (!first) first.emplace(kj::mv(exception));
+}
+
+void Connection::throwTaskError() {
+  if (!taskErrors_.first) return;
+  kj::Exception e = *taskErrors_.first;
+  taskErrors_.first.reset();
+  kj::throwFatalException(kj::mv(e));
 }
 
 }  // namespace tensord::detail

@@ -16,6 +16,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "client/errors.h"
@@ -23,6 +24,8 @@
 #include "tensord/client.h"
 
 namespace tensord::detail {
+
+struct GradNode;
 
 // The calling thread's KJ async-io context, created on first use and kept
 // while any connection of the thread holds it.
@@ -49,11 +52,28 @@ class Connection {
   template <typename F>
   auto guard(F&& body) -> decltype(body()) {
     try {
-      return body();
+      if constexpr (std::is_void_v<decltype(body())>) {
+        body();
+        throwTaskError();
+      } else {
+        auto result = body();
+        throwTaskError();
+        return result;
+      }
     } catch (const kj::Exception& e) {
       throw errors::toError(e, address_);
     }
   }
+
+  // guard() for a request the caller waits for: counted as a round trip.
+  template <typename F>
+  auto blocking(F&& body) -> decltype(body()) {
+    ++stats.roundTrips;
+    return guard(std::forward<F>(body));
+  }
+
+  // What this connection did (Client::stats).
+  CallStats stats;
 
   // Lets the event loop send what pipelined calls queued, without blocking.
   void flush();
@@ -65,12 +85,20 @@ class Connection {
   // How many outputs `op` has, from the cached op table (asked again once when
   // the op is not in it); 1 for an op the daemon does not list.
   size_t outputCount(std::string_view op);
+  // The op's entry in the cached op table (asked again once when the op is
+  // not in it); nullptr for an op the daemon does not list.
+  const OpInfo* opInfo(std::string_view op);
+
+  // Calls with no outputs (optimizer steps, zero_) run on as tasks; the
+  // first error among them is thrown by the next blocking request.
+  void addTask(kj::Promise<void> task);
 
   // The Client facade that owns this connection; null once it is destroyed.
   Client* owner = nullptr;
 
  private:
   std::vector<OpInfo> fetchOps();  // asks the daemon; refreshes the cache
+  void throwTaskError();
   void cacheOps(const std::vector<OpInfo>& ops);
 
   // Declaration order is teardown order (reversed): capabilities first, then
@@ -87,7 +115,13 @@ class Connection {
   std::string address_;
   std::string principal_;
   std::optional<std::vector<OpInfo>> prefetchedOps_;
-  std::map<std::string, size_t, std::less<>> outputCounts_;
+  std::map<std::string, OpInfo, std::less<>> opInfos_;
+  struct TaskErrors : kj::TaskSet::ErrorHandler {
+    void taskFailed(kj::Exception&& exception) override;
+    std::optional<kj::Exception> first;
+  };
+  TaskErrors taskErrors_;
+  kj::TaskSet tasks_{taskErrors_};
   std::set<std::string, std::less<>> askedAgain_;
 };
 
@@ -109,6 +143,13 @@ struct Tensor::Impl {
   std::shared_ptr<detail::Connection> conn;
   std::shared_ptr<detail::PendingCall> origin;
   proto::Tensor::Client cap = nullptr;
+
+  // Autograd (client/autograd.cpp): a leaf has requiresGrad and collects
+  // grad; a recorded call's output has the call's node and its index there.
+  bool requiresGrad = false;
+  Tensor grad;
+  std::shared_ptr<detail::GradNode> gradFn;
+  size_t outputIndex = 0;
 };
 
 struct Client::Impl {
@@ -124,6 +165,11 @@ namespace detail {
 // Makes a handle for `cap`, produced by the call whose completion is `origin`.
 Tensor makeTensor(const std::shared_ptr<Connection>& conn, std::shared_ptr<PendingCall> origin,
                   proto::Tensor::Client cap);
+
+// Records a call for autograd when grad mode is on and an input needs a
+// gradient (client/autograd.cpp).
+void recordCall(const std::shared_ptr<Connection>& conn, std::string_view op, const std::vector<Tensor>& inputs,
+                const Attrs& attrs, const std::vector<Tensor>& outputs);
 
 // The implementation of a handle; throws Error for a null Tensor, naming `what`.
 Tensor::Impl& implOf(const Tensor& tensor, std::string_view what);

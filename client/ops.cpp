@@ -25,6 +25,14 @@ std::vector<Tensor> callOp(const std::shared_ptr<Connection>& conn, std::string_
       wire::setAttrValue(at[uint32_t(i)].initValue(), attrs[i].second);
     }
     auto call = request.send();
+    ++conn->stats.calls;
+    if (count == 0) {
+      // Nothing to hand back: the call runs on; an error is thrown by the
+      // next blocking request.
+      conn->addTask(call.ignoreResult());
+      conn->flush();
+      return std::vector<Tensor>{};
+    }
 
     // Only struct fields pipeline: the first output through `output`, the
     // others through `results.get(i)`, all before the daemon answers.
@@ -41,6 +49,7 @@ std::vector<Tensor> callOp(const std::shared_ptr<Connection>& conn, std::string_
     auto origin = std::make_shared<PendingCall>(call.then([](capnp::Response<proto::Session::CallResults>&&) {}));
     std::vector<Tensor> out;
     for (auto& cap : outputs) out.push_back(makeTensor(conn, origin, std::move(cap)));
+    recordCall(conn, op, inputs, attrs, out);
     conn->flush();
     return out;
   });

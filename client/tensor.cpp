@@ -29,7 +29,7 @@ Tensor::Impl& implOf(const Tensor& tensor, std::string_view what) {
 
 TensorInfo Tensor::info() const {
   auto& impl = detail::implOf(*this, "Tensor::info");
-  return impl.conn->guard([&] {
+  return impl.conn->blocking([&] {
     auto response = impl.cap.infoRequest().send().wait(impl.conn->waitScope());
     return wire::fromWire(response.getInfo());
   });
@@ -54,7 +54,7 @@ std::vector<float> Tensor::toHost() const {
 
 void Tensor::wait() const {
   auto& impl = detail::implOf(*this, "Tensor::wait");
-  impl.conn->guard([&] {
+  impl.conn->blocking([&] {
     auto& ws = impl.conn->waitScope();
     if (impl.origin) impl.origin->done.addBranch().wait(ws);
     impl.cap.whenResolved().wait(ws);
@@ -63,7 +63,7 @@ void Tensor::wait() const {
 
 void Tensor::save(std::string_view name, bool overwrite) const {
   auto& impl = detail::implOf(*this, "Tensor::save");
-  impl.conn->guard([&] {
+  impl.conn->blocking([&] {
     auto request = impl.cap.saveRequest();
     request.setName(std::string(name));
     request.setOverwrite(overwrite);

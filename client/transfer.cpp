@@ -71,7 +71,7 @@ Tensor upload(const std::shared_ptr<Connection>& conn, DType dtype, const Shape&
                                           std::string(dtypeName(dtype)) + " needs " + std::to_string(expected) +
                                           " bytes; got " + std::to_string(data.size()));
   }
-  return conn->guard([&] {
+  return conn->blocking([&] {
     auto& ws = conn->waitScope();
     auto request = conn->session().uploadRequest();
     auto desc = request.initDesc();
@@ -103,7 +103,7 @@ Tensor upload(const std::shared_ptr<Connection>& conn, DType dtype, const Shape&
 
 std::pair<TensorInfo, std::vector<std::byte>> download(Tensor::Impl& impl, const Progress& progress) {
   auto& conn = *impl.conn;
-  return conn.guard([&] {
+  return conn.blocking([&] {
     auto& ws = conn.waitScope();
     auto state = std::make_shared<DownloadState>();
     state->progress = progress;

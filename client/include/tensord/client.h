@@ -124,6 +124,26 @@ struct TensorPage {
   std::string next;  // "" on the last page; else pass it as `after` for the next one
 };
 
+// What a Client did: calls issued and requests it waited for (round trips).
+struct CallStats {
+  uint64_t calls = 0;       // Session.call requests sent (pipelined or not)
+  uint64_t roundTrips = 0;  // requests the client blocked on (toHost, info, wait, uploads, listings ...)
+};
+
+// While one exists, calls on this thread are not recorded for autograd (as
+// torch.no_grad()).
+class NoGrad {
+ public:
+  NoGrad();
+  ~NoGrad();
+  NoGrad(const NoGrad&) = delete;
+  NoGrad& operator=(const NoGrad&) = delete;
+
+ private:
+  bool previous_;
+};
+bool gradEnabled();  // false inside a NoGrad scope
+
 // Called during long transfers with (bytes done, bytes total).
 using Progress = std::function<void(uint64_t done, uint64_t total)>;
 
@@ -146,6 +166,20 @@ class Tensor {
   void save(std::string_view name, bool overwrite = false) const;
 
   Client& client() const;
+
+  // Autograd. A tensor marked setRequiresGrad() is a leaf: calls on it (and on
+  // what they produce) are recorded, and backward() on a result issues the
+  // backward ops in reverse order, pipelined like any call, accumulating each
+  // leaf's gradient in grad(). Gradients live on the daemon.
+  Tensor& setRequiresGrad(bool on = true);  // leaves only (a tensor no recorded call made)
+  bool requiresGrad() const;             // a leaf marked so, or the result of a recorded call
+  Tensor grad() const;                   // null until a backward() reaches this leaf
+  void setGrad(Tensor grad);             // replaces it; a null Tensor clears it
+  // Backpropagates from this tensor with `gradient` (ones of this tensor's
+  // shape when null) and frees the recorded graph behind it. Issues calls
+  // only: nothing blocks; errors surface at the next blocking read.
+  void backward(const Tensor& gradient = {}) const;
+  Tensor detach() const;  // the same daemon tensor, without recorded history
 
   struct Impl;
 
@@ -183,6 +217,7 @@ class Client {
   // `&admin:reload` right. Throws Error with the daemon's message.
   void adminReload();
   std::vector<OpInfo> ops();
+  CallStats stats() const;
 
   Tensor upload(DType dtype, Shape shape, std::span<const std::byte> data, const Progress& progress = {});
   Tensor upload(Shape shape, std::span<const float> data);
