@@ -25,12 +25,17 @@ OpSpec backwardOp(const OpSpec& forward, std::vector<InputSpec> inputs, const st
                   std::shared_ptr<const KernelTemplate> kernel, std::string doc) {
   std::vector<std::string> outputs;
   for (const auto& g : grads) outputs.push_back("grad_" + g);
+  // Gradients exist for float data only: integer and bool tensors have none.
+  std::vector<DType> dtypes;
+  for (DType d : forward.dtypes) {
+    if (isFloating(d)) dtypes.push_back(d);
+  }
   return {.name = forward.name + "_backward",
           .category = forward.category,
           .inputs = std::move(inputs),
           .outputs = std::move(outputs),
           .attrs = forward.attrs,
-          .dtypes = forward.dtypes,
+          .dtypes = dtypes.empty() ? forward.dtypes : dtypes,
           .kernel = std::move(kernel),
           .backward = "",
           .doc = "Gradient of " + forward.name + ". " + doc + (doc.empty() ? "" : " ") +
