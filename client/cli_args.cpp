@@ -282,7 +282,8 @@ commands:
   admin reload                  have the daemon re-read its tokens and policy
                                 (as SIGHUP does; needs the &admin:reload right)
   ops [--json]                  the ops the daemon offers: signature, dtypes, notes
-                                (view: shares its input's memory; writes X: in place)
+                                (view: shares its input's memory; grad: has a
+                                backward op, NAME_backward; writes X: in place)
   ops NAME [--json]             one op in full: inputs, attrs with defaults and docs,
                                 dtypes, outputs, view/mutates/differentiable
   put NAME FILE.npy             upload a .npy file and save it as NAME (replaces NAME)

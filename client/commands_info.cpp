@@ -181,6 +181,7 @@ int cmdOps(const Options& options, Connector& connector) {
     std::string notes;
     auto note = [&](const std::string& n) { notes += (notes.empty() ? "" : "; ") + n; };
     if (op.view) note("view");
+    if (!op.backward.empty()) note("grad");
     if (!op.mutates.empty()) {
       std::string m;
       for (const auto& name : op.mutates) m += (m.empty() ? "" : ",") + name;

@@ -54,7 +54,7 @@ int main(int argc, char** argv) {
 
   for (int epoch = 1; epoch <= o.epochs; ++epoch) {
     double total = 0;
-    auto before = c.stats();
+    EpochReport epochReport(c);
     for (size_t b = 0; b < xs.size(); ++b) {
       opt.zeroGrad();
       Tensor h = c.call1("conv2d", {xs[b], conv_w, conv_b}, {{"padding", std::vector<int64_t>{1, 1}}});
@@ -68,7 +68,7 @@ int main(int argc, char** argv) {
       s.recordLoss(l);
       total += l;
     }
-    report(epoch, total / double(xs.size()), before, c.stats(), int(xs.size()));
+    epochReport.print(epoch, total / double(xs.size()), int(xs.size()));
   }
   s.finish();
   return 0;

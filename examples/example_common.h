@@ -5,10 +5,12 @@
 // through the public client library only (tensord/client.h, tensord/optim.h).
 //
 // Options:  --connect ADDR  --token TOKEN  --epochs N  --dump DIR
+//           --batch B  --hidden H  (sizes, where an example has them)
 // --dump writes the initial parameters, the data and the loss of every step
 // as .npy files, for examples/compare_torch.py to replay the same model in
 // PyTorch.
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -33,6 +35,7 @@ struct Options {
   tensord::ConnectOptions connect;
   int epochs = 0;
   std::string dump;
+  int64_t batch = 0, hidden = 0;  // 0: the example's default
 };
 
 inline Options parseOptions(int argc, char** argv, int defaultEpochs) {
@@ -53,8 +56,10 @@ inline Options parseOptions(int argc, char** argv, int defaultEpochs) {
     else if (arg == "--token") o.connect.token = value();
     else if (arg == "--epochs") o.epochs = std::stoi(value());
     else if (arg == "--dump") o.dump = value();
+    else if (arg == "--batch") o.batch = std::stoll(value());
+    else if (arg == "--hidden") o.hidden = std::stoll(value());
     else {
-      std::fprintf(stderr, "usage: %s [--connect ADDR] [--token TOKEN] [--epochs N] [--dump DIR]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--connect ADDR] [--token TOKEN] [--epochs N] [--dump DIR] [--batch B] [--hidden H]\n", argv[0]);
       std::exit(2);
     }
   }
@@ -112,12 +117,24 @@ class Session {
   std::vector<float> losses_;
 };
 
-// Prints one epoch's line: mean loss, and the calls and round trips per step.
-inline void report(int epoch, double meanLoss, const tensord::CallStats& before, const tensord::CallStats& after,
-                   int steps) {
-  std::printf("epoch %d loss %.6f calls/step %.1f round-trips/step %.1f\n", epoch, meanLoss,
-              double(after.calls - before.calls) / steps, double(after.roundTrips - before.roundTrips) / steps);
-  std::fflush(stdout);
-}
+// Times an epoch and prints its line: mean loss, calls and round trips per
+// step, and wall time per step (each step ends by reading its loss).
+class EpochReport {
+ public:
+  explicit EpochReport(Client& client) : client_(client), before_(client.stats()), start_(std::chrono::steady_clock::now()) {}
+  void print(int epoch, double meanLoss, int steps) const {
+    auto after = client_.stats();
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count();
+    std::printf("epoch %d loss %.6f calls/step %.1f round-trips/step %.1f ms/step %.3f\n", epoch, meanLoss,
+                double(after.calls - before_.calls) / steps, double(after.roundTrips - before_.roundTrips) / steps,
+                ms / steps);
+    std::fflush(stdout);
+  }
+
+ private:
+  Client& client_;
+  tensord::CallStats before_;
+  std::chrono::steady_clock::time_point start_;
+};
 
 }  // namespace example

@@ -9,7 +9,7 @@ using namespace example;
 
 int main(int argc, char** argv) {
   Options o = parseOptions(argc, argv, 30);
-  const int64_t N = 256, D = 8, H = 32, C = 4, B = 64;
+  const int64_t B = o.batch ? o.batch : 64, N = 4 * B, D = 8, H = o.hidden ? o.hidden : 32, C = 4;
   Session s(o);
 
   // Data: class c is a blob around a random centre.
@@ -36,7 +36,7 @@ int main(int argc, char** argv) {
 
   for (int epoch = 1; epoch <= o.epochs; ++epoch) {
     double total = 0;
-    auto before = c.stats();
+    EpochReport epochReport(c);
     for (size_t b = 0; b < xs.size(); ++b) {
       opt.zeroGrad();
       Tensor h = c.call1("relu", {c.call1("linear", {xs[b], w1, b1})});
@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
       s.recordLoss(l);
       total += l;
     }
-    report(epoch, total / double(xs.size()), before, c.stats(), int(xs.size()));
+    epochReport.print(epoch, total / double(xs.size()), int(xs.size()));
   }
   s.finish();
   return 0;

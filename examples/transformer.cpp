@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
 
   for (int epoch = 1; epoch <= o.epochs; ++epoch) {
     double total = 0;
-    auto before = c.stats();
+    EpochReport epochReport(c);
     for (size_t b = 0; b < xs.size(); ++b) {
       opt.zeroGrad();
       Tensor h = c.call1("add", {c.call1("embedding", {tok, xs[b]}), pos});
@@ -80,7 +80,7 @@ int main(int argc, char** argv) {
       s.recordLoss(l);
       total += l;
     }
-    report(epoch, total / double(xs.size()), before, c.stats(), int(xs.size()));
+    epochReport.print(epoch, total / double(xs.size()), int(xs.size()));
   }
   s.finish();
   return 0;

@@ -22,7 +22,7 @@ class ExamplesTest : public DaemonTest {
                              {}, std::chrono::seconds(240));
     EXPECT_EQ(result.exitCode, 0) << name << " failed:\n" << result.out << result.err;
     std::vector<Epoch> out;
-    std::regex line(R"(epoch (\d+) loss ([0-9.eE+-]+|nan|inf) calls/step ([0-9.]+) round-trips/step ([0-9.]+))");
+    std::regex line(R"(epoch (\d+) loss ([0-9.eE+-]+|nan|inf) calls/step ([0-9.]+) round-trips/step ([0-9.]+) ms/step [0-9.]+)");
     std::istringstream in(result.out);
     for (std::string l; std::getline(in, l);) {
       std::smatch m;
@@ -31,7 +31,7 @@ class ExamplesTest : public DaemonTest {
     EXPECT_EQ(out.size(), size_t(epochs)) << name << " printed:\n" << result.out << result.err;
     for (const auto& e : out) {
       EXPECT_EQ(e.roundTripsPerStep, 1.0) << name << ": a step must cost one round trip (reading the loss)";
-      EXPECT_GT(e.callsPerStep, 10.0) << name;
+      EXPECT_GE(e.callsPerStep, 8.0) << name;  // forward, backward and optimizer calls, all pipelined
     }
     return out;
   }

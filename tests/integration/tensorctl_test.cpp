@@ -226,6 +226,7 @@ TEST_F(IntegrationTensorctl, OpsDescribesTheOpLibrary) {
   EXPECT_EQ(add["view"], false);
   EXPECT_EQ(add["mutates"], nlohmann::json::array());
   EXPECT_EQ(add["differentiable"], true);
+  EXPECT_EQ(add["backward"], "add_backward");
   ASSERT_TRUE(reshape.is_object()) << "no reshape op";
   EXPECT_EQ(reshape["view"], true);
 
@@ -247,6 +248,33 @@ TEST_F(IntegrationTensorctl, OpsDescribesTheOpLibrary) {
   auto unknown = ctl({"ops", "frobnicate"});
   EXPECT_EQ(unknown.exitCode, 1) << describe(unknown);
   EXPECT_NE(unknown.err.find("unknown op 'frobnicate'"), std::string::npos) << unknown.err;
+}
+
+TEST_F(IntegrationTensorctl, BackwardOpsAreCalledLikeAnyOp) {
+  writeNpyF32(file("x.npy"), {4}, {-1.5f, 0.5f, -0.25f, 2.0f});
+  writeNpyF32(file("g.npy"), {4}, {1.0f, 2.0f, 3.0f, 4.0f});
+  ASSERT_EQ(ctl({"put", "x", file("x.npy")}).exitCode, 0);
+  ASSERT_EQ(ctl({"put", "g", file("g.npy")}).exitCode, 0);
+  auto r = ctl({"call", "relu_backward", "g", "x", "--out", "gx"});
+  ASSERT_EQ(r.exitCode, 0) << describe(r);
+  ASSERT_EQ(ctl({"get", "gx", file("gx.npy")}).exitCode, 0);
+  EXPECT_EQ(readNpyF32(file("gx.npy")).data, (std::vector<float>{0.0f, 2.0f, 0.0f, 4.0f}));
+
+  auto relu = ctl({"ops", "relu"});
+  EXPECT_NE(relu.out.find("differentiable:  yes (backward: relu_backward)"), std::string::npos) << relu.out;
+  auto backward = ctl({"ops", "relu_backward", "--json"});
+  ASSERT_EQ(backward.exitCode, 0) << describe(backward);
+  EXPECT_EQ(nlohmann::json::parse(backward.out)["differentiable"], false);
+  auto argmax = ctl({"ops", "argmax", "--json"});
+  EXPECT_EQ(nlohmann::json::parse(argmax.out)["differentiable"], false);
+  EXPECT_EQ(nlohmann::json::parse(argmax.out)["backward"], "");
+
+  // A gradient of the wrong shape is refused with both shapes named.
+  writeNpyF32(file("g3.npy"), {3}, {1.0f, 2.0f, 3.0f});
+  ASSERT_EQ(ctl({"put", "g3", file("g3.npy")}).exitCode, 0);
+  auto bad = ctl({"call", "relu_backward", "g3", "x", "--out", "bad"});
+  EXPECT_EQ(bad.exitCode, 1) << describe(bad);
+  EXPECT_NE(bad.err.find("relu_backward"), std::string::npos) << bad.err;
 }
 
 TEST_F(IntegrationTensorctl, ScalarAttrCall) {
