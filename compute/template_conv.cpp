@@ -50,13 +50,7 @@ std::vector<int64_t> spatialAttr(const OpSpec& op, const Attrs& attrs, const std
 }
 
 // `input` as [batch..., channels, spatial...]: checks the rank (spatial + 1
-// for an unbatched input, spatial + 2 batched) and returns (N, C, H, W) with
-// H = 1 for 1-D ops.
-struct Planes {
-  int64_t n = 1, c = 1, h = 1, w = 1;
-  bool batched = true;
-};
-
+// for an unbatched input, spatial + 2 batched).
 Planes planesOf(const OpSpec& op, const TensorDesc& in, int spatial, const std::string& what) {
   size_t r = in.rank();
   if (r != size_t(spatial + 1) && r != size_t(spatial + 2)) {
@@ -103,14 +97,6 @@ uint32_t floatBits(float f) {
 }
 
 // ---------------------------------------------------------------- conv
-
-struct ConvGeometry {
-  Planes in;
-  int64_t o = 0, kh = 1, kw = 1, oh = 1, ow = 1;
-  int64_t sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1, groups = 1;
-  bool bias = false;
-  Shape out;
-};
 
 struct ConvPush {
   uint64_t y, x, w, b, meta;
@@ -285,14 +271,6 @@ struct PlanePush {
   uint32_t items, mode;
 };
 
-struct PoolGeometry {
-  Planes in;
-  int64_t oh = 1, ow = 1, kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
-  bool includePad = true;
-  int64_t divisor = 0;
-  Shape out;
-};
-
 // PyTorch's pooling_output_shape.
 int64_t pooledSize(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t dilation, bool ceil) {
   int64_t num = in + 2 * pad - dilation * (k - 1) - 1 + (ceil ? stride - 1 : 0);
@@ -394,14 +372,6 @@ class Pool final : public KernelTemplate {
 
 // ---------------------------------------------------------------- interpolate
 
-struct Resize {
-  int mode = 0;  // interpolate.comp's MODE
-  int64_t oh = 0, ow = 0;
-  float scaleH = 0, scaleW = 0;
-  bool alignCorners = false;
-  Shape out;
-};
-
 class Interpolate final : public KernelTemplate {
  public:
   Resize resize(const OpSpec& op, const TensorDesc& in, const Attrs& attrs) const {
@@ -480,7 +450,7 @@ class Interpolate final : public KernelTemplate {
     return variants_.get("interpolate|" + std::string(dtypeName(dtype)), [&] {
       GlslBuilder b(dtype);
       b.output("y", dtype).input("x", dtype);
-      return b.build(kernelFile("interpolate.comp"));
+      return b.build(std::string(kernelFile("resize_index.glsl")) + std::string(kernelFile("interpolate.comp")));
     });
   }
 
@@ -517,5 +487,18 @@ std::shared_ptr<const KernelTemplate> conv(int spatial, bool transposed) {
 std::shared_ptr<const KernelTemplate> pool(PoolKind kind, int spatial) { return std::make_shared<Pool>(kind, spatial); }
 
 std::shared_ptr<const KernelTemplate> interpolate() { return std::make_shared<Interpolate>(); }
+
+ConvGeometry convGeometry(const OpSpec& op, int spatial, bool transposed, std::span<const TensorDesc> in,
+                          const Attrs& attrs) {
+  return Conv(spatial, transposed).geometry(op, in, attrs);
+}
+
+PoolGeometry poolGeometry(const OpSpec& op, PoolKind kind, int spatial, const TensorDesc& in, const Attrs& attrs) {
+  return Pool(kind, spatial).geometry(op, in, attrs);
+}
+
+Resize resizeGeometry(const OpSpec& op, const TensorDesc& in, const Attrs& attrs) {
+  return Interpolate().resize(op, in, attrs);
+}
 
 }  // namespace tensord::compute

@@ -13,6 +13,7 @@
 // converts on load and store (f16, bf16).
 
 #include <memory>
+#include <span>
 
 #include "compute/kernel_templates.h"
 
@@ -24,5 +25,44 @@ enum class PoolKind { kMax, kAvg, kAdaptiveAvg };
 std::shared_ptr<const KernelTemplate> pool(PoolKind kind, int spatial);
 
 std::shared_ptr<const KernelTemplate> interpolate();
+
+// The geometry of one call, worked out (and checked, errors naming `op`) as
+// the forward kernels do; their backward ops (template_conv_backward.cpp)
+// invert exactly this.
+
+// An input [batch..., channels, spatial...] as (N, C, H, W); H = 1 for 1-D ops.
+struct Planes {
+  int64_t n = 1, c = 1, h = 1, w = 1;
+  bool batched = true;
+};
+
+struct ConvGeometry {
+  Planes in;
+  int64_t o = 0, kh = 1, kw = 1, oh = 1, ow = 1;
+  int64_t sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1, groups = 1;
+  bool bias = false;
+  Shape out;
+};
+// `in`: input, weight and (optionally) bias.
+ConvGeometry convGeometry(const OpSpec& op, int spatial, bool transposed, std::span<const TensorDesc> in,
+                          const Attrs& attrs);
+
+struct PoolGeometry {
+  Planes in;
+  int64_t oh = 1, ow = 1, kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
+  bool includePad = true;
+  int64_t divisor = 0;
+  Shape out;
+};
+PoolGeometry poolGeometry(const OpSpec& op, PoolKind kind, int spatial, const TensorDesc& in, const Attrs& attrs);
+
+struct Resize {
+  int mode = 0;  // interpolate.comp's MODE
+  int64_t oh = 0, ow = 0;
+  float scaleH = 0, scaleW = 0;
+  bool alignCorners = false;
+  Shape out;
+};
+Resize resizeGeometry(const OpSpec& op, const TensorDesc& in, const Attrs& attrs);
 
 }  // namespace tensord::compute

@@ -5,6 +5,7 @@
 // (floor((o + 0.5) * scale)), 2 bilinear (align_corners: src = o * scale;
 // else max((o + 0.5) * scale - 0.5, 0)).
 // Meta: H W OH OW (ints), scaleH scaleW (float bits), alignCorners
+// (sourceIndex, nearestIndex: resize_index.glsl)
 layout(local_size_x = 256) in;
 layout(push_constant) uniform Push {
   y_ref y;
@@ -15,18 +16,6 @@ layout(push_constant) uniform Push {
 } p;
 
 #define M(k) int(p.meta.v[k])
-
-// Source coordinate of output index o (bilinear).
-float sourceIndex(int o, float scale, bool alignCorners) {
-  if (alignCorners) return float(o) * scale;
-  precise float s = (float(o) + 0.5) * scale;
-  return max(s - 0.5, 0.0);
-}
-
-int nearestIndex(int o, float scale, int size, bool exact) {
-  precise float s = (exact ? float(o) + 0.5 : float(o)) * scale;
-  return min(int(floor(s)), size - 1);
-}
 
 void main() {
   const int H = M(0), W = M(1), OH = M(2), OW = M(3);
