@@ -66,6 +66,7 @@ TEST_F(NnSoftmax, MatchesReference) {
                         Case{{1, 1}, 0, DType::F32}, Case{{5, 200, 3}, 1, DType::F32},  // team, strided
                         Case{{4, 300}, 1, DType::F16}, Case{{2, 3, 4}, 1, DType::F16},
                         Case{{4, 300}, -1, DType::BF16}, Case{{2, 3, 4}, 2, DType::BF16},
+                        Case{{2, 5000}, 1, DType::F32},  // rows longer than the register cache: three passes
                         Case{{66'000, 65}, 1, DType::F32}}) {  // > 65535 workgroups, one per row
     auto x = randomTensor(c.dtype, c.shape, -4, 4);
     for (bool log : {false, true}) {
@@ -127,7 +128,8 @@ TEST_F(NnNorm, LayerAndRmsNorm) {
                         Case{{5, 1}, {1}, 2, DType::F32}, Case{{3, 100}, {100}, 0, DType::F32},
                         Case{{7}, {7}, 1, DType::F32}, Case{{0, 5}, {5}, 2, DType::F32},
                         Case{{3, 100}, {100}, 2, DType::F16}, Case{{4, 6}, {6}, 1, DType::BF16},
-                        Case{{2, 3, 70}, {70}, 2, DType::BF16}}) {
+                        Case{{2, 3, 70}, {70}, 2, DType::BF16},
+                        Case{{2, 4500}, {4500}, 2, DType::F32}}) {
     // (Rows past 65535 workgroups: FOR_ROWS in norm_rows.glsl, covered by NnSoftmax's large case.)
     auto x = randomTensor(c.dtype, c.shape, -2, 2);
     auto w = randomTensor(c.dtype, c.ns, 0.5, 1.5), b = randomTensor(c.dtype, c.ns);
