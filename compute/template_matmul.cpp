@@ -54,6 +54,17 @@ const KernelSource& matmulSource(DType dtype, bool small) {
   });
 }
 
+// Split-K's second pass: y = alpha * (sum of the partial products) + beta * c.
+const KernelSource& splitSumSource(DType dtype) {
+  static KernelVariants variants;
+  return variants.get("matmul|" + std::string(dtypeName(dtype)) + "|splitsum", [&] {
+    GlslBuilder b(dtype);
+    b.input("a", dtype).input("b", dtype).input("c", dtype).output("y", dtype);
+    b.define("SPLIT_SUM");
+    return b.build(kernelFile("matmul.comp"));
+  });
+}
+
 // The fast path (kernels/matmul_fast.comp): a float product whose a is a
 // contiguous row-major [M, K] and whose b is [K, N] or, transposed, [N, K].
 struct FastConfig {
@@ -314,6 +325,7 @@ class Matmul final : public KernelTemplate {
     if (isFloating(dtype)) {
       for (const auto& f : allFastConfigs()) all.push_back(&fastSource(dtype, f));
     }
+    if (dtype == DType::F32) all.push_back(&splitSumSource(dtype));
     if (dtype == DType::F16) {
       for (const auto& c : allCoopConfigs()) all.push_back(&coopSource(c));
     }
@@ -362,14 +374,23 @@ class Matmul final : public KernelTemplate {
     return f;
   }
 
-  void record(const OpSpec& op, Recorder& r, std::span<const TensorView> in, std::span<const TensorView> out,
-              const Attrs& attrs) const override {
-    std::vector<TensorDesc> descs;
-    for (const auto& v : in) descs.push_back(v.desc);
-    Plan p = plan(op, descs, attrs);
-    int64_t batch = 1;
-    for (int64_t d : p.batch) batch *= d;
-    if (batch * p.m * p.n == 0) return;
+  // How many K slices a product is split into (1: not split). Split-K pays
+  // when the output has too few tiles to fill the GPU but K is long (a
+  // weight gradient [out, batch] @ [batch, in], say): each slice's product
+  // goes to scratch memory, and a second pass sums them. f32 only, so the
+  // partial products lose nothing.
+  static int64_t splitK(const Plan& p, int64_t batch, DType dtype) {
+    if (batch != 1 || dtype != DType::F32 || p.k < 1024) return 1;
+    const int64_t tiles = ((p.m + 63) / 64) * ((p.n + 63) / 64);
+    if (tiles >= 64) return 1;
+    for (int64_t s = std::min<int64_t>(p.k / 256, 64); s >= 2; --s) {
+      bool fits = tiles * s <= 512 && uint64_t(s * p.m * p.n) * 4 <= (64ull << 20);
+      if (p.k % s == 0 && fits) return s;
+    }
+    return 1;
+  }
+
+  static std::vector<uint32_t> metaOf(const Plan& p, int64_t batch) {
     auto bits = [](double v) {
       float f = float(v);
       uint32_t u;
@@ -385,18 +406,20 @@ class Matmul final : public KernelTemplate {
       meta[14 + d] = uint32_t(p.batch[d]);
       for (size_t k = 0; k < 3; ++k) meta[18 + 4 * k + d] = uint32_t(p.bs[k][d]);
     }
-    size_t ia = 0, ib = 1, ic = 2;
-    if (kind_ == MatmulKind::kAddmm || kind_ == MatmulKind::kBaddbmm) ia = 1, ib = 2, ic = 0;
-    struct Push {
-      uint64_t a, b, c, y, meta;
-    } push{in[ia].buffer->deviceAddress(), in[ib].buffer->deviceAddress(),
-           p.bias ? in[ic].buffer->deviceAddress() : 0, out[0].buffer->deviceAddress(), r.params(meta)};
+    return meta;
+  }
+
+  struct Push {
+    uint64_t a, b, c, y, meta;
+  };
+
+  // Records y = alpha * (a @ b) + beta * c with the fastest kernel that applies.
+  static void dispatchProduct(Recorder& r, const Plan& p, int64_t batch, DType dtype, const Push& push) {
     if (p.m < kSmall || p.n < kSmall) {
       uint64_t total = uint64_t(batch * p.m * p.n);
-      r.dispatch(matmulSource(out[0].desc.dtype, true), push, r.groupsFor(total, 256));
+      r.dispatch(matmulSource(dtype, true), push, r.groupsFor(total, 256));
       return;
     }
-    DType dtype = out[0].desc.dtype;
     if (auto c = coopConfig(p, dtype, r.features(), {push.a, push.b, push.y})) {
       uint64_t tiles = uint64_t((p.m + c->bm - 1) / c->bm) * uint64_t((p.n + c->bn - 1) / c->bn);
       r.dispatch(coopSource(*c), push, r.groupsFor(tiles, 1, 0), 1, r.groupsFor(uint64_t(batch), 1, 2));
@@ -409,6 +432,47 @@ class Matmul final : public KernelTemplate {
     }
     r.dispatch(matmulSource(dtype, false), push, r.groupsFor(uint64_t(p.n), 64, 0),
                r.groupsFor(uint64_t(p.m), 64, 1), r.groupsFor(uint64_t(batch), 1, 2));
+  }
+
+  void record(const OpSpec& op, Recorder& r, std::span<const TensorView> in, std::span<const TensorView> out,
+              const Attrs& attrs) const override {
+    std::vector<TensorDesc> descs;
+    for (const auto& v : in) descs.push_back(v.desc);
+    Plan p = plan(op, descs, attrs);
+    int64_t batch = 1;
+    for (int64_t d : p.batch) batch *= d;
+    if (batch * p.m * p.n == 0) return;
+    size_t ia = 0, ib = 1, ic = 2;
+    if (kind_ == MatmulKind::kAddmm || kind_ == MatmulKind::kBaddbmm) ia = 1, ib = 2, ic = 0;
+    const DType dtype = out[0].desc.dtype;
+    Push push{in[ia].buffer->deviceAddress(), in[ib].buffer->deviceAddress(),
+              p.bias ? in[ic].buffer->deviceAddress() : 0, out[0].buffer->deviceAddress(), 0};
+    if (int64_t slices = splitK(p, batch, dtype); slices > 1) {
+      // Slice s multiplies a[:, s*ks:(s+1)*ks] by b[s*ks:(s+1)*ks, :]: a batch of
+      // `slices` products whose batch strides step along K.
+      const int64_t ks = p.k / slices;
+      Plan part = p;
+      part.k = ks;
+      part.batch = {slices};
+      part.bs = {{ks * p.sak}, {ks * p.sbk}, {0}};
+      part.bias = false;
+      part.alpha = 1;
+      auto partial = r.scratch(uint64_t(slices * p.m * p.n) * dtypeSize(dtype));
+      Push first = push;
+      first.y = partial->deviceAddress();
+      first.meta = r.params(metaOf(part, slices));
+      dispatchProduct(r, part, slices, dtype, first);
+      Push second = push;
+      second.a = partial->deviceAddress();
+      Plan sum = part;  // the epilogue of the whole product: bias, alpha, beta
+      sum.bias = p.bias;
+      sum.alpha = p.alpha;
+      second.meta = r.params(metaOf(sum, slices));
+      r.dispatch(splitSumSource(dtype), second, r.groupsFor(uint64_t(p.m * p.n), 256));
+      return;
+    }
+    push.meta = r.params(metaOf(p, batch));
+    dispatchProduct(r, p, batch, dtype, push);
   }
 
  private:

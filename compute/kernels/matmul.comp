@@ -10,6 +10,9 @@
 // sam sak sbk sbn scm scn, shape[4], batch strides of a[4], b[4], c[4].
 // With SMALL defined (products whose M or N is below a tile), each
 // invocation computes one output element instead, with no shared memory.
+// With SPLIT_SUM defined, a is split-K's partial products [batch, M, N] and
+// each invocation sums one output element over them, then applies alpha,
+// beta and the bias.
 layout(push_constant) uniform Push {
   a_ref a;
   b_ref b;
@@ -17,7 +20,22 @@ layout(push_constant) uniform Push {
   y_ref y;
   Meta meta;
 } p;
-#ifdef SMALL
+#if defined(SPLIT_SUM)
+layout(local_size_x = 256) in;
+void main() {
+  uint M = p.meta.v[0], N = p.meta.v[1], slices = p.meta.v[3];
+  bool hasBias = p.meta.v[5] != 0u;
+  uint scm = p.meta.v[12], scn = p.meta.v[13];
+  uint total = M * N;
+  for (uint i = gl_GlobalInvocationID.x; i < total; i += gl_NumWorkGroups.x * 256u) {
+    T v = T(0);
+    for (uint s = 0u; s < slices; ++s) v += LOAD_a(s * total + i);
+    v *= uintBitsToFloat(p.meta.v[6]);
+    if (hasBias) v += uintBitsToFloat(p.meta.v[7]) * LOAD_c((i / N) * scm + (i % N) * scn);
+    STORE_y(i, v);
+  }
+}
+#elif defined(SMALL)
 layout(local_size_x = 256) in;
 void main() {
   uint M = p.meta.v[0], N = p.meta.v[1], K = p.meta.v[2], batch = p.meta.v[3], batchRank = p.meta.v[4];

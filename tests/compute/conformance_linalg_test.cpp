@@ -153,6 +153,24 @@ TEST_F(LinalgConformance, FastPathEdgeTiles) {
   }
 }
 
+// Split-K: f32 products with few output tiles and a long K are computed as
+// K slices into scratch memory plus a summing pass that applies the
+// epilogue: the one-element-per-invocation path (N < 16), the tiled paths,
+// linear's transposed weight with bias, and addmm's alpha, beta and
+// broadcast input.
+TEST_F(LinalgConformance, SplitK) {
+  auto a = inputFor(DType::F32, {9, 2048}), b = inputFor(DType::F32, {2048, 12});
+  expectClose(call("mm", {a, b})[0], rounded(refMatmul(a, b)), "mm split-K 9x2048 @ 2048x12", 2048);
+  auto a2 = inputFor(DType::F32, {70, 1536}), b2 = inputFor(DType::F32, {1536, 66});
+  expectClose(call("matmul", {a2, b2})[0], rounded(refMatmul(a2, b2)), "matmul split-K 70x1536 @ 1536x66", 1536);
+  auto x = inputFor(DType::F32, {40, 1024}), w = inputFor(DType::F32, {72, 1024}), bias = inputFor(DType::F32, {72});
+  expectClose(call("linear", {x, w, bias})[0], scaleAdd(refMatmul(x, transpose2(w)), &bias, 1, 1),
+              "linear split-K 40x1024 weight 72x1024", 1024);
+  auto m1 = inputFor(DType::F32, {20, 1280}), m2 = inputFor(DType::F32, {1280, 30}), c = inputFor(DType::F32, {1, 30});
+  expectClose(call("addmm", {c, m1, m2}, {{"beta", 0.5}, {"alpha", -2.0}})[0],
+              scaleAdd(refMatmul(m1, m2), &c, -2.0, 0.5), "addmm split-K", 1280);
+}
+
 // f16 products that take the tensor-core path on devices with cooperative
 // matrices (K and N multiples of 8, M and N >= 64; elsewhere the fast path):
 // edge tiles in M and N (not multiples of 128), a K tail below one K step,
