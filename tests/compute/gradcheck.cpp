@@ -56,12 +56,6 @@ HostTensor draw(const GradInput& in) {
 
 bool isFloat(DType d) { return d == DType::F32 || d == DType::F16 || d == DType::BF16; }
 
-double dot(const HostTensor& a, const HostTensor& b) {
-  double s = 0;
-  for (size_t i = 0; i < a.values.size(); ++i) s += a.values[i] * b.values[i];
-  return s;
-}
-
 std::string describe(const GradCase& c) {
   std::ostringstream s;
   s << c.op << "(";
