@@ -6,8 +6,9 @@
 namespace tensord::acl {
 
 std::string_view actionName(Action action) {
-  static constexpr std::array<std::string_view, 9> kNames = {
-      "call", "read", "write", "delete", "save", "restore", "list", "admin:reload", "admin:usage"};
+  static constexpr std::array<std::string_view, 11> kNames = {
+      "call", "read", "write", "delete", "save", "restore", "list", "admin:reload", "admin:usage", "files:load",
+      "files:save"};
   return kNames[size_t(action)];
 }
 

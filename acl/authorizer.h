@@ -26,9 +26,12 @@ enum class Action {
   kListTensors,    // resource: ""
   kAdminReload,    // resource: ""
   kAdminUsage,     // resource: ""
+  kLoadFile,       // resource: the file's path as the client gave it (Session.loadFile)
+  kSaveFile,       // resource: the file's path as the client gave it (Session.saveFile)
 };
 
-std::string_view actionName(Action action);  // "call", "read", "write", ..., "admin:reload", "admin:usage"
+// "call", "read", "write", ..., "admin:reload", "admin:usage", "files:load", "files:save"
+std::string_view actionName(Action action);
 
 // One question to the policy.
 struct Request {

@@ -97,7 +97,20 @@ JsonPolicy::Rule parseRule(const json& value, const std::string& key, const std:
   if (rest.front() == '&') {
     rule.kind = JsonPolicy::Rule::Kind::kAdmin;
     rest.remove_prefix(1);
-    if (!rest.starts_with("admin:")) fail(key, "admin rule '" + text + "' must read &admin:reload, &admin:usage or &admin:*");
+    if (rest.starts_with("files:")) {
+      // Server-side file access (Session.loadFile/saveFile), apart from admin
+      // rights: &admin:* grants none of it.
+      rule.kind = JsonPolicy::Rule::Kind::kFiles;
+      rule.pattern = std::string(rest.substr(6));
+      if (rule.pattern != "load" && rule.pattern != "save" && rule.pattern != "*") {
+        fail(key, "unknown files right '" + rule.pattern + "' in '" + text + "' (known: load, save, *)");
+      }
+      return rule;
+    }
+    if (!rest.starts_with("admin:")) {
+      fail(key, "admin rule '" + text + "' must read &admin:reload, &admin:usage or &admin:* (or a files right: "
+                "&files:load, &files:save, &files:*)");
+    }
     rule.pattern = std::string(rest.substr(6));
     if (rule.pattern != "reload" && rule.pattern != "usage" && rule.pattern != "*") {
       fail(key, "unknown admin right '" + rule.pattern + "' in '" + text + "' (known: reload, usage, *)");
@@ -277,6 +290,15 @@ Decision JsonPolicy::decide(const Principal& principal, const Request& request) 
       for (const Rule& rule : *rules) {
         if (rule.kind == Rule::Kind::kAdmin && (rule.pattern == "*" || rule.pattern == right)) last = &rule;
       }
+      break;
+    }
+    case Action::kLoadFile:
+    case Action::kSaveFile: {
+      const std::string_view right = request.action == Action::kLoadFile ? "load" : "save";
+      for (const Rule& rule : *rules) {
+        if (rule.kind == Rule::Kind::kFiles && (rule.pattern == "*" || rule.pattern == right)) last = &rule;
+      }
+      if (last == nullptr) return Decision::deny("no rule grants &files:" + std::string(right));
       break;
     }
     case Action::kListTensors:

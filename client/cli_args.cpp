@@ -31,11 +31,14 @@ const std::map<std::string, CommandShape, std::less<>>& commands() {
       {"whoami", {0, 0, "whoami [--json]"}},
       {"admin", {1, 1, "admin reload"}},
       {"ops", {0, 1, "ops [NAME] [--json]"}},
-      {"put", {2, 2, "put NAME FILE.npy"}},
-      {"get", {2, 2, "get NAME FILE.npy"}},
+      {"put", {2, 2, "put NAME FILE.npy|FILE.safetensors"}},
+      {"get", {2, SIZE_MAX, "get NAME... FILE.npy|FILE.safetensors"}},
+      {"load", {1, 1, "load FILE.safetensors [--prefix P]"}},
+      {"save", {1, SIZE_MAX, "save FILE.safetensors [NAME...] [--prefix P]"}},
       {"call", {1, SIZE_MAX, "call OP IN... [--attr key=value]... --out NAME"}},
       {"ls", {0, 1, "ls [PREFIX] [--limit N] [--after NAME] [--json]"}},
       {"rm", {1, SIZE_MAX, "rm NAME..."}},
+      {"stat", {0, 0, "stat [--json]"}},
   };
   return table;
 }
@@ -181,6 +184,9 @@ Options parseArgs(const std::vector<std::string>& args, const std::function<cons
       splitInto(options.outs, value());
     } else if (name == "--limit") {
       options.limit = parseLimit(value());
+    } else if (name == "--prefix") {
+      options.prefix = value();
+      options.hasPrefix = true;
     } else if (name == "--after") {
       options.after = value();
       if (options.after.empty()) throw UsageError("--after needs a tensor name");
@@ -256,6 +262,12 @@ Options parseArgs(const std::vector<std::string>& args, const std::function<cons
   if (options.command != "ls" && (options.limit != 0 || !options.after.empty())) {
     throw UsageError(std::string(options.limit != 0 ? "--limit" : "--after") + " is only valid for 'ls'");
   }
+  if (options.hasPrefix && options.command != "load" && options.command != "save") {
+    throw UsageError("--prefix is only valid for 'load' and 'save'");
+  }
+  if (options.command == "get" && options.args.size() > 2 && !options.args.back().ends_with(".safetensors")) {
+    throw UsageError("get: several names need a .safetensors file (a .npy file holds one tensor)");
+  }
   if (options.command == "admin" && options.args[0] != "reload") {
     throw UsageError("unknown admin command '" + options.args[0] + "' (usage: tensorctl admin reload)");
   }
@@ -287,7 +299,20 @@ commands:
   ops NAME [--json]             one op in full: inputs, attrs with defaults and docs,
                                 dtypes, outputs, view/mutates/differentiable
   put NAME FILE.npy             upload a .npy file and save it as NAME (replaces NAME)
+  put NAME FILE.safetensors     upload every tensor T of the file as NAME/T
   get NAME FILE.npy             download the tensor NAME into a .npy file
+  get NAME... FILE.safetensors  download into one file: a NAME that names a tensor
+                                goes in under that name, any other NAME stands for
+                                the tensors under NAME/, without it (put's inverse)
+  load FILE.safetensors [--prefix P]
+                                the daemon reads a file on its own disk (inside its
+                                config's files.dirs) into named tensors: T becomes
+                                P+T, replacing existing names (needs &files:load)
+  save FILE.safetensors [NAME...] [--prefix P]
+                                the daemon writes the tensors P+NAME (no NAME: all
+                                you may read starting with P) into a file on its
+                                disk, named without P; replaces the file
+                                (needs &files:save)
   call OP IN... [--attr key=value]... --out NAME
                                 call OP on the named tensors IN... and save its
                                 output as NAME (several outputs: --out a,b or
@@ -299,6 +324,9 @@ commands:
      [--limit N] [--after NAME] at most N of them, starting after NAME; when
                                 more follow, says how to go on (on stderr)
   rm NAME...                    delete named tensors
+  stat [--json]                 the daemon's load: uptime, device memory, connections,
+                                queue, bytes moved, use per principal, and per op
+                                calls and latency percentiles (needs &admin:usage)
 
 options:
   --connect HOST:PORT           daemon address; tls://HOST:PORT for TLS (the daemon's
@@ -318,9 +346,11 @@ credentials file: $XDG_CONFIG_HOME/tensord/credentials (default
 Flags beat environment variables, which beat the file.
 
 .npy dtypes: float32, float16, int32, int64, uint8, bool (little-endian, C order).
+.safetensors dtypes: F32, F16, BF16, I32, I64, U8, BOOL.
 
 exit codes: 0 ok; 1 the daemon refused or failed the request; 2 usage error;
-3 cannot connect or authenticate; 4 local file error (bad .npy, unreadable file).
+3 cannot connect or authenticate; 4 local file error (bad .npy or .safetensors,
+unreadable file).
 )";
 }
 

@@ -33,6 +33,8 @@ struct Options {
   std::vector<std::string> outs;   // call: --out names (repeated or comma-separated)
   uint32_t limit = 0;              // ls: --limit N, show at most N (0 = all)
   std::string after;               // ls: --after NAME, start after NAME (a previous --limit's next)
+  std::string prefix;              // load, save: --prefix P
+  bool hasPrefix = false;
 };
 
 // ~/.config/tensord/credentials: `key = value` lines (token, connect, ca,

@@ -55,6 +55,14 @@ std::vector<OpInfo> Client::ops() { return impl_->conn->ops(); }
 
 CallStats Client::stats() const { return impl_->conn->stats; }
 
+DaemonStats Client::daemonStats() {
+  auto& conn = *impl_->conn;
+  return conn.blocking([&] {
+    auto response = conn.session().statsRequest().send().wait(conn.waitScope());
+    return wire::fromWire(response.getStats());
+  });
+}
+
 Tensor Client::upload(DType dtype, Shape shape, std::span<const std::byte> data, const Progress& progress) {
   return detail::upload(impl_->conn, dtype, shape, data, progress);
 }

@@ -1,7 +1,8 @@
 #pragma once
 // tensorctl's subcommands. Each returns the process exit code on success and
 // throws on failure; tensorctl.cpp maps exception types onto exit codes:
-// tensord::Error 1, UsageError / AttrError 2, ConnectError 3, npy::NpyError 4.
+// tensord::Error 1, UsageError / AttrError 2, ConnectError 3, npy::NpyError and
+// safetensors::FormatError 4.
 
 #include <memory>
 #include <stdexcept>
@@ -38,5 +39,11 @@ int cmdRm(const Options& options, Connector& connector);
 int cmdPut(const Options& options, Connector& connector);
 int cmdGet(const Options& options, Connector& connector);
 int cmdCall(const Options& options, Connector& connector);
+// put/get of a .safetensors file (several tensors at once); commands_files.cpp.
+int putSafetensors(const Options& options, Connector& connector);
+int getSafetensors(const Options& options, Connector& connector);
+int cmdLoad(const Options& options, Connector& connector);  // commands_files.cpp
+int cmdSave(const Options& options, Connector& connector);  // commands_files.cpp
+int cmdStat(const Options& options, Connector& connector);  // commands_stat.cpp
 
 }  // namespace tensord::cli

@@ -27,6 +27,7 @@ void report(const Options& options, const std::string& name, const std::string& 
 }  // namespace
 
 int cmdPut(const Options& options, Connector& connector) {
+  if (options.args[1].ends_with(".safetensors")) return putSafetensors(options, connector);
   const std::string& name = options.args[0];
   const std::string& file = options.args[1];
   npy::Array array = npy::read(file);  // before connecting: a bad file is exit code 4
@@ -44,6 +45,7 @@ int cmdPut(const Options& options, Connector& connector) {
 }
 
 int cmdGet(const Options& options, Connector& connector) {
+  if (options.args.back().ends_with(".safetensors")) return getSafetensors(options, connector);
   const std::string& name = options.args[0];
   const std::string& file = options.args[1];
   Client& client = connector.client();

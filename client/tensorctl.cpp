@@ -8,6 +8,7 @@
 #include "client/attr_parse.h"
 #include "client/commands.h"
 #include "client/npy.h"
+#include "format/safetensors.h"
 
 namespace {
 
@@ -20,7 +21,8 @@ int dispatch(const Options& options) {
       {"info", tensord::cli::cmdInfo}, {"whoami", tensord::cli::cmdWhoami}, {"ops", tensord::cli::cmdOps},
       {"ls", tensord::cli::cmdLs},     {"rm", tensord::cli::cmdRm},         {"put", tensord::cli::cmdPut},
       {"get", tensord::cli::cmdGet},   {"call", tensord::cli::cmdCall},
-      {"admin", tensord::cli::cmdAdmin},
+      {"load", tensord::cli::cmdLoad},   {"save", tensord::cli::cmdSave},
+      {"admin", tensord::cli::cmdAdmin},       {"stat", tensord::cli::cmdStat},
   };
   Connector connector(options);
   return commands.at(options.command)(options, connector);
@@ -64,6 +66,8 @@ int main(int argc, char** argv) {
   } catch (const tensord::cli::ConnectError& e) {
     return fail(3, e.what());
   } catch (const tensord::npy::NpyError& e) {
+    return fail(4, e.what());
+  } catch (const tensord::safetensors::FormatError& e) {
     return fail(4, e.what());
   } catch (const tensord::Error& e) {
     return fail(1, e.what());

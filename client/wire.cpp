@@ -143,34 +143,85 @@ TensorInfo fromWire(proto::TensorInfo::Reader info) {
   return out;
 }
 
+DeviceInfo fromWire(proto::DeviceInfo::Reader d) {
+  DeviceInfo out;
+  out.name = d.getName();
+  out.kind = d.getKind();
+  out.driver = d.getDriver();
+  out.apiVersion = d.getApiVersion();
+  out.vendorId = d.getVendorId();
+  out.deviceId = d.getDeviceId();
+  out.memoryBytes = d.getMemoryBytes();
+  for (auto dtype : d.getDtypes()) {
+    try {
+      out.dtypes.push_back(fromWire(dtype));
+    } catch (const Error&) {  // newer than this client
+    }
+  }
+  return out;
+}
+
+MemoryStats fromWire(proto::MemoryStats::Reader m) {
+  MemoryStats out;
+  out.liveBytes = m.getLiveBytes();
+  out.reservedBytes = m.getReservedBytes();
+  out.cachedBytes = m.getCachedBytes();
+  out.limitBytes = m.getLimitBytes();
+  out.tensorCount = m.getTensorCount();
+  out.namedCount = m.getNamedCount();
+  return out;
+}
+
 DaemonInfo fromWire(proto::DaemonInfo::Reader info) {
   DaemonInfo out;
   out.version = info.getVersion();
   out.protocolVersion = info.getProtocolVersion();
-  auto d = info.getDevice();
-  out.device.name = d.getName();
-  out.device.kind = d.getKind();
-  out.device.driver = d.getDriver();
-  out.device.apiVersion = d.getApiVersion();
-  out.device.vendorId = d.getVendorId();
-  out.device.deviceId = d.getDeviceId();
-  out.device.memoryBytes = d.getMemoryBytes();
-  for (auto dtype : d.getDtypes()) {
-    try {
-      out.device.dtypes.push_back(fromWire(dtype));
-    } catch (const Error&) {  // newer than this client
-    }
-  }
-  auto m = info.getMemory();
-  out.memory.liveBytes = m.getLiveBytes();
-  out.memory.reservedBytes = m.getReservedBytes();
-  out.memory.cachedBytes = m.getCachedBytes();
-  out.memory.limitBytes = m.getLimitBytes();
-  out.memory.tensorCount = m.getTensorCount();
-  out.memory.namedCount = m.getNamedCount();
+  out.device = fromWire(info.getDevice());
+  out.memory = fromWire(info.getMemory());
   out.opsExecuted = info.getOpsExecuted();
   out.maxTensorBytes = info.getMaxTensorBytes();
   out.chunkBytes = info.getChunkBytes();
+  return out;
+}
+
+DaemonStats fromWire(proto::DaemonStats::Reader stats) {
+  DaemonStats out;
+  out.version = stats.getVersion();
+  out.uptimeSeconds = stats.getUptimeSeconds();
+  out.device = fromWire(stats.getDevice());
+  out.memory = fromWire(stats.getMemory());
+  out.connections = stats.getConnections();
+  out.connectionsAccepted = stats.getConnectionsAccepted();
+  out.sessions = stats.getSessions();
+  out.inflightCalls = stats.getInflightCalls();
+  out.queuedJobs = stats.getQueuedJobs();
+  out.bytesIn = stats.getBytesIn();
+  out.bytesOut = stats.getBytesOut();
+  out.opsExecuted = stats.getOpsExecuted();
+  out.deviceTimestamps = stats.getDeviceTimestamps();
+  out.metricsAddress = stats.getMetricsAddress();
+  for (auto p : stats.getPrincipals()) {
+    out.principals.push_back({.principal = p.getPrincipal(),
+                              .deviceBytes = p.getDeviceBytes(),
+                              .tensors = p.getTensors(),
+                              .sessions = p.getSessions(),
+                              .calls = p.getCalls(),
+                              .ops = p.getOps(),
+                              .bytesIn = p.getBytesIn(),
+                              .bytesOut = p.getBytesOut()});
+  }
+  for (auto op : stats.getOps()) {
+    out.ops.push_back({.op = op.getOp(),
+                       .completed = op.getCompleted(),
+                       .failed = op.getFailed(),
+                       .latencyP50 = op.getLatencyP50(),
+                       .latencyP90 = op.getLatencyP90(),
+                       .latencyP99 = op.getLatencyP99(),
+                       .latencyMax = op.getLatencyMax(),
+                       .deviceSeconds = op.getDeviceSeconds(),
+                       .deviceP50 = op.getDeviceP50(),
+                       .deviceP99 = op.getDeviceP99()});
+  }
   return out;
 }
 

@@ -18,7 +18,10 @@ AttrValue fromWire(proto::AttrValue::Reader value);
 std::string attrTypeName(proto::AttrType type);  // "int", "float", ...
 
 TensorInfo fromWire(proto::TensorInfo::Reader info);
+DeviceInfo fromWire(proto::DeviceInfo::Reader device);
+MemoryStats fromWire(proto::MemoryStats::Reader memory);
 DaemonInfo fromWire(proto::DaemonInfo::Reader info);
+DaemonStats fromWire(proto::DaemonStats::Reader stats);
 OpInfo fromWire(proto::OpSpec::Reader spec);
 
 // "[2, 3]"

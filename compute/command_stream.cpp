@@ -12,6 +12,8 @@ namespace {
 // Large enough to amortize a submit, small enough that completions of the
 // first jobs in a busy stream are not held back for long.
 constexpr FairQueue::BatchLimits kBatchLimits{.maxJobs = 256, .sharedCost = 64ull << 20, .soloCost = 512ull << 20};
+// One timestamp before the batch's first job and one after each job.
+constexpr uint32_t kTimestampQueries = uint32_t(kBatchLimits.maxJobs) + 1;
 
 constexpr auto kWorkStages = vk::PipelineStageFlagBits::eComputeShader | vk::PipelineStageFlagBits::eTransfer;
 constexpr auto kWriteAccess = vk::AccessFlagBits::eShaderWrite | vk::AccessFlagBits::eTransferWrite;
@@ -90,11 +92,29 @@ CommandStream::Frame::Frame(const Device& device)
                         .front())),
       fence(device.device(), vk::FenceCreateInfo{}) {}
 
-CommandStream::CommandStream(const Device& device, KernelCache& kernels, CachingAllocator& allocator,
-                             bool fairSharing)
-    : device_(device), kernels_(kernels), allocator_(allocator), fairSharing_(fairSharing), queue_(kBatchLimits) {
+CommandStream::CommandStream(const Device& device, KernelCache& kernels, CachingAllocator& allocator, bool fairSharing,
+                             DeviceTimeObserver deviceTimes)
+    : device_(device),
+      kernels_(kernels),
+      allocator_(allocator),
+      deviceTimes_(std::move(deviceTimes)),
+      fairSharing_(fairSharing),
+      queue_(kBatchLimits) {
+  // timestampComputeAndGraphics promises timestamps on every compute queue;
+  // without it the queue family's timestampValidBits says (0: none).
+  const auto families = device.physical().getQueueFamilyProperties();
+  if (device.limits().timestampPeriod > 0 && device.queueFamily() < families.size()) {
+    timestampBits_ = families[device.queueFamily()].timestampValidBits;
+    timestampPeriodNs_ = device.limits().timestampPeriod;
+  }
   for (size_t i = 0; i < kFrames; ++i) {
     frames_.push_back(std::make_unique<Frame>(device));
+    if (timestampBits_ != 0) {
+      frames_.back()->timestamps = vkCall("vkCreateQueryPool", [&] {
+        return vk::raii::QueryPool(device.device(),
+                                   {.queryType = vk::QueryType::eTimestamp, .queryCount = kTimestampQueries});
+      });
+    }
     freeFrames_.push_back(frames_.back().get());
   }
   completer_ = std::thread([this] { completeLoop(); });
@@ -118,6 +138,7 @@ void CommandStream::enqueue(Job job) {
     if (!fairSharing_) job.owner.clear();  // one owner: arrival order
     wasEmpty = queue_.empty();
     queue_.push(std::move(job));
+    queued_.store(queue_.size(), std::memory_order_relaxed);
   }
   // The submit thread sleeps only on an empty queue (or on no free frame,
   // which the completion thread wakes it for): one wake per burst of calls
@@ -141,6 +162,7 @@ void CommandStream::submitLoop() {
       frame = freeFrames_.back();
       freeFrames_.pop_back();
       queue_.takeBatch(frame->jobs);
+      queued_.store(queue_.size(), std::memory_order_relaxed);
     }
     record(*frame);
     {
@@ -208,14 +230,24 @@ void CommandStream::record(Frame& frame) {
   try {
     frame.pool.reset();
     frame.cmd.begin({.flags = vk::CommandBufferUsageFlagBits::eOneTimeSubmit});
+    // Bottom-of-pipe timestamps are written once everything before them in
+    // the queue finished; every command is behind a full barrier anyway, so
+    // the difference of two neighbours is the time of the job between them.
+    const bool timed = static_cast<bool>(*frame.timestamps);
+    if (timed) {
+      frame.cmd.resetQueryPool(*frame.timestamps, 0, uint32_t(batch.size()) + 1);
+      frame.cmd.writeTimestamp(vk::PipelineStageFlagBits::eBottomOfPipe, *frame.timestamps, 0);
+    }
     for (size_t i = 0; i < batch.size(); ++i) {
-      if (!batch[i].record) continue;
-      try {
-        recorder.beginJob(i);
-        batch[i].record(recorder);
-      } catch (...) {
-        frame.errors[i] = std::current_exception();
+      if (batch[i].record) {
+        try {
+          recorder.beginJob(i);
+          batch[i].record(recorder);
+        } catch (...) {
+          frame.errors[i] = std::current_exception();
+        }
       }
+      if (timed) frame.cmd.writeTimestamp(vk::PipelineStageFlagBits::eBottomOfPipe, *frame.timestamps, uint32_t(i) + 1);
     }
     // Make every write visible to the host (downloads read staging memory).
     vk::MemoryBarrier toHost{.srcAccessMask = kWriteAccess, .dstAccessMask = vk::AccessFlagBits::eHostRead};
@@ -239,6 +271,7 @@ void CommandStream::complete(Frame& frame) {
       frame.batchError = std::current_exception();
     }
   }
+  if (frame.submitted && !frame.batchError && *frame.timestamps && deviceTimes_) reportDeviceTimes(frame);
   std::deque<Job>& batch = frame.jobs;
   for (size_t i = 0; i < batch.size(); ++i) {
     // The job (and the buffers it holds) goes at the end of this iteration,
@@ -258,6 +291,30 @@ void CommandStream::complete(Frame& frame) {
   }
   batch.clear();
   frame.recorder.reset();  // frees the batch's scratch buffers
+}
+
+void CommandStream::reportDeviceTimes(const Frame& frame) {
+  const std::deque<Job>& batch = frame.jobs;
+  const uint32_t count = uint32_t(batch.size()) + 1;
+  std::vector<uint64_t> ticks;
+  try {
+    // The fence has signalled, so the results are available without waiting.
+    auto [result, values] = frame.timestamps.getResults<uint64_t>(0, count, count * sizeof(uint64_t), sizeof(uint64_t),
+                                                                  vk::QueryResultFlagBits::e64);
+    if (result != vk::Result::eSuccess) return;
+    ticks = std::move(values);
+  } catch (const vk::SystemError&) {
+    return;  // a lost measurement is not worth failing the batch for
+  }
+  const uint64_t mask = timestampBits_ >= 64 ? ~uint64_t(0) : (uint64_t(1) << timestampBits_) - 1;
+  std::vector<DeviceTime> times;
+  times.reserve(batch.size());
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (!batch[i].record || batch[i].what.empty() || frame.errors[i]) continue;
+    const uint64_t elapsed = (ticks[i + 1] - ticks[i]) & mask;  // the mask also undoes a wrap-around
+    times.push_back({batch[i].what, uint64_t(double(elapsed) * timestampPeriodNs_ + 0.5)});
+  }
+  if (!times.empty()) deviceTimes_(times);
 }
 
 }  // namespace tensord::compute

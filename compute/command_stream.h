@@ -7,6 +7,7 @@
 // on the device at once, and while they run the next one collects, so many
 // small ops share a submit and the device does not wait for the host.
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -76,12 +77,17 @@ class BatchRecorder final : public Recorder {
 class CommandStream {
  public:
   // fairSharing: batches are shared between jobs' owners; false takes jobs
-  // in arrival order.
-  CommandStream(const Device& device, KernelCache& kernels, CachingAllocator& allocator, bool fairSharing);
+  // in arrival order. `deviceTimes` (may be empty) receives each batch's
+  // per-job device times where the queue has timestamps.
+  CommandStream(const Device& device, KernelCache& kernels, CachingAllocator& allocator, bool fairSharing,
+                DeviceTimeObserver deviceTimes = {});
   ~CommandStream();  // finishes every queued job, then joins
 
   void enqueue(Job job);
   void waitIdle();
+  bool measuresDeviceTime() const { return timestampBits_ != 0; }
+  // Jobs waiting for a batch; read without the lock (stats, any thread).
+  size_t queuedJobs() const { return queued_.load(std::memory_order_relaxed); }
 
  private:
   // One batch's command buffer, fence and parameter memory. Up to kFrames
@@ -93,6 +99,10 @@ class CommandStream {
     vk::raii::CommandPool pool;
     vk::raii::CommandBuffer cmd;
     vk::raii::Fence fence;
+    // Timestamps around the batch's jobs: query i is written after job i-1
+    // finished (query 0 at the batch's start), so job i took t[i+1] - t[i].
+    // Null where the queue has no timestamps.
+    vk::raii::QueryPool timestamps{nullptr};
     // Set by record(), consumed by complete():
     std::deque<Job> jobs;
     std::unique_ptr<BatchRecorder> recorder;
@@ -106,18 +116,23 @@ class CommandStream {
   void completeLoop();  // waits for each frame's fence in order, runs its completions
   void record(Frame& frame);
   void complete(Frame& frame);
+  void reportDeviceTimes(const Frame& frame);
   static std::exception_ptr inheritedFailure(const Job& job);
 
   const Device& device_;
   KernelCache& kernels_;
   CachingAllocator& allocator_;
   std::vector<std::unique_ptr<Frame>> frames_;
+  const DeviceTimeObserver deviceTimes_;
+  uint32_t timestampBits_ = 0;    // valid bits of the queue's timestamps; 0 = none
+  double timestampPeriodNs_ = 0;  // nanoseconds per timestamp tick
 
   std::mutex mu_;
   std::condition_variable wake_;  // work queued, a frame freed, or stopping
   std::condition_variable done_;  // a frame submitted, or submitting ended
   const bool fairSharing_;
   FairQueue queue_;                  // GUARDED_BY(mu_)
+  std::atomic<size_t> queued_{0};    // queue_.size(), stored under mu_
   std::vector<Frame*> freeFrames_;   // GUARDED_BY(mu_)
   std::deque<Frame*> inFlight_;      // GUARDED_BY(mu_); in submission order
   bool stopping_ = false;            // GUARDED_BY(mu_)

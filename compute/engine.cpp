@@ -31,7 +31,7 @@ struct Engine::Impl {
         allocator(device, options.memoryLimitBytes),
         staging(device, options.stagingSlotBytes, options.stagingSlots),
         kernels(device, options.cacheDir, *log),
-        stream(device, kernels, allocator, options.fairSharing) {}
+        stream(device, kernels, allocator, options.fairSharing, std::move(options.deviceTimeObserver)) {}
 
   std::shared_ptr<spdlog::logger> log;
   Device device;
@@ -56,6 +56,8 @@ std::shared_ptr<Buffer> Engine::allocate(uint64_t bytes, const std::string& owne
 }
 
 MemoryStats Engine::memoryStats() const { return impl_->allocator.stats(); }
+bool Engine::measuresDeviceTime() const { return impl_->stream.measuresDeviceTime(); }
+uint64_t Engine::queuedJobs() const { return impl_->stream.queuedJobs(); }
 uint64_t Engine::ownerBytes(const std::string& owner) const { return impl_->allocator.ownerBytes(owner); }
 
 void Engine::enqueueOp(const std::string& owner, const OpSpec& spec, std::vector<TensorView> inputs, std::vector<TensorView> outputs,

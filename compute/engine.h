@@ -14,6 +14,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "compute/attrs.h"
@@ -29,6 +30,17 @@ namespace tensord::compute {
 
 class OpTable;
 
+// The device time of one finished job, from Vulkan timestamp queries.
+struct DeviceTime {
+  std::string_view what;  // the op's name, or "upload", "download", "copy"
+  uint64_t nanos = 0;
+};
+
+// Called on the completion thread once per finished batch, before the
+// batch's completions run, with the device time of each job recorded in it
+// (failed recordings left out). Must be cheap and must not block.
+using DeviceTimeObserver = std::function<void(std::span<const DeviceTime> times)>;
+
 struct EngineOptions {
   std::string device;                // "" = automatic; else index ("1") or name substring
   std::filesystem::path cacheDir;    // SPIR-V and pipeline cache; "" = no disk cache
@@ -39,6 +51,9 @@ struct EngineOptions {
   // it in arrival order.
   bool fairSharing = true;
   std::shared_ptr<spdlog::logger> logger;  // required
+  // Receives per-job device times where the device has timestamps
+  // (Engine::measuresDeviceTime); may be empty.
+  DeviceTimeObserver deviceTimeObserver;
 };
 
 // Optional device features the kernels use; a dtype whose feature is missing
@@ -142,6 +157,12 @@ class Engine {
 
   // Blocks until everything enqueued so far has completed.
   void waitIdle();
+
+  // Whether the compute queue writes timestamps, so jobs' device times reach
+  // EngineOptions::deviceTimeObserver.
+  bool measuresDeviceTime() const;
+  // Jobs enqueued and not yet taken into a batch.
+  uint64_t queuedJobs() const;
 
  private:
   void checkDTypes(const OpSpec& spec, std::span<const TensorView> inputs, std::span<const TensorView> outputs) const;

@@ -8,7 +8,7 @@
 
 $import "/capnp/c++.capnp".namespace("tensord::proto");
 
-const protocolVersion :UInt32 = 5;
+const protocolVersion :UInt32 = 6;
 # 2: OpSpec.inputSpecs/view/mutates/differentiable, DeviceInfo.dtypes, AttrType.scalar.
 # 3: Daemon.authenticateWithCertificate.
 # 4: Session.adminReload, Session.status, QuotaUse.
@@ -137,6 +137,50 @@ struct TensorInfo {
   bytes @4 :UInt64;
 }
 
+# Session.stats: the daemon's load, for `tensorctl stat` and monitoring.
+struct OpStats {
+  op @0 :Text;
+  completed @1 :UInt64;     # calls whose work finished (views: when they were made)
+  failed @2 :UInt64;        # calls refused after the op was known, or failed on the device
+  latencyP50 @3 :Float64;   # seconds from a call's arrival to its work's completion,
+  latencyP90 @4 :Float64;   # over the completed calls (0 when none): estimates from a
+  latencyP99 @5 :Float64;   # histogram whose buckets are 10^0.1 apart (within ~12%)
+  latencyMax @6 :Float64;
+  deviceSeconds @7 :Float64;# device time of the completed calls, summed (timestamp queries)
+  deviceP50 @8 :Float64;    # device time per call; 0 where the device has no timestamps
+  deviceP99 @9 :Float64;
+}
+
+struct PrincipalStats {
+  principal @0 :Text;
+  deviceBytes @1 :UInt64;   # device memory of the live tensors it owns
+  tensors @2 :UInt64;       # live tensors it owns, named and unnamed
+  sessions @3 :UInt64;      # open sessions
+  calls @4 :UInt64;         # Session, Tensor and TensorWriter requests since start
+  ops @5 :UInt64;           # of which op calls
+  bytesIn @6 :UInt64;       # tensor data uploaded since start
+  bytesOut @7 :UInt64;      # tensor data downloaded since start
+}
+
+struct DaemonStats {
+  version @0 :Text;
+  uptimeSeconds @1 :Float64;
+  device @2 :DeviceInfo;
+  memory @3 :MemoryStats;
+  connections @4 :UInt64;        # open sockets (TLS handshakes included)
+  connectionsAccepted @5 :UInt64;# since start
+  sessions @6 :UInt64;           # open authenticated sessions
+  inflightCalls @7 :UInt64;      # requests being served now
+  queuedJobs @8 :UInt64;         # device work waiting to be recorded into a batch
+  bytesIn @9 :UInt64;            # tensor data uploaded since start, all principals
+  bytesOut @10 :UInt64;          # tensor data downloaded since start
+  opsExecuted @11 :UInt64;       # op calls enqueued since start (as DaemonInfo)
+  deviceTimestamps @12 :Bool;    # whether device times are measured (OpStats.device*)
+  principals @13 :List(PrincipalStats);  # sorted by name
+  ops @14 :List(OpStats);        # ops called since start, sorted by name
+  metricsAddress @15 :Text;      # HOST:PORT of the Prometheus endpoint; "" when off
+}
+
 # ---------------------------------------------------------------- interfaces
 
 interface Daemon {
@@ -176,6 +220,12 @@ interface TensorWriter {
   commit @1 () -> (tensor :Tensor);
 }
 
+interface Progress {
+  # Passed by a client to follow a long server-side operation (loadFile,
+  # saveFile). Updates may be coalesced; the last one has done == total.
+  update @0 (done :UInt64, total :UInt64) -> stream;
+}
+
 interface OpResults {
   get @0 (index :UInt32) -> (tensor :Tensor);
 }
@@ -211,4 +261,31 @@ interface Session {
   status @9 () -> (principal :Text, roles :List(Text), quotas :List(QuotaUse));
   # The caller's principal, its roles in the policy in force, and each quota
   # the policy sets for it with its current use.
+  loadFile @10 (path :Text, prefix :Text, overwrite :Bool, progress :Progress)
+      -> (path :Text, tensors :List(TensorInfo));
+  # Reads a safetensors file from the daemon's own disk into named tensors:
+  # tensor T of the file becomes `prefix` + T, owned by the caller. `path`
+  # must lie inside one of the config's `files.dirs` (a relative path is
+  # taken relative to the first); `..` and symlinks leading out are refused.
+  # The whole header is validated first and the tensors are named only once
+  # all of them are on the device: a bad file, a missing right or a full
+  # device loads nothing. A name that exists already is replaced only with
+  # `overwrite`. Needs the `&files:load` right and `w` on every name.
+  # `progress` (may be null) receives (bytes on the device, bytes in the
+  # file). Returns the resolved path and the tensors made, in file order.
+  saveFile @11 (path :Text, names :List(Text), prefix :Text, overwrite :Bool, progress :Progress)
+      -> (path :Text, tensors :List(TensorInfo), bytes :UInt64);
+  # Writes named tensors to a safetensors file on the daemon's disk, inside
+  # `files.dirs` as for loadFile. `names`: the tensors `prefix` + NAME; empty:
+  # every tensor the caller may read whose name starts with `prefix`. In the
+  # file each is named without `prefix`, so saveFile and loadFile with the
+  # same prefix are inverses. The file appears complete or not at all (a
+  # temporary file renamed into place); an existing one is replaced only
+  # with `overwrite`. Needs the `&files:save` right and `r` on every name.
+  # Returns the resolved path, the tensors written (with their daemon
+  # names) and the file's size.
+  stats @12 () -> (stats :DaemonStats);
+  # The daemon's load since start: device and memory, connections, queue,
+  # bytes moved, per-principal use and per-op counts and latencies. Shows
+  # every principal, so it needs the `&admin:usage` right.
 }

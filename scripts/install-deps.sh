@@ -16,6 +16,10 @@ packages=(
   libsystemd-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev python3-numpy
+  # the Python client (python3-tqdm, optional, adds progress bars) and its tests
+  python3-dev pybind11-dev python3-pytest
+  # the reference Prometheus text parser the metrics tests check against
+  python3-prometheus-client
 )
 
 if [[ $(id -u) -eq 0 ]]; then

@@ -210,6 +210,35 @@ void parseAuth(const json& object, std::vector<acl::TokenEntry>& tokens,
   }
 }
 
+void parseFiles(const json& object, FilesConfig& files) {
+  requireObject(object, "files");
+  rejectUnknownKeys(object, "files", {"dirs"});
+  if (!object.contains("dirs")) return;
+  const json& list = object["dirs"];
+  if (!list.is_array()) fail("files.dirs", "expected a list of directories, got " + shown(list));
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string key = "files.dirs[" + std::to_string(i) + "]";
+    const std::string dir = readString(list[i], key);
+    if (dir.empty()) fail(key, "must not be empty");
+    files.dirs.emplace_back(dir);
+  }
+}
+
+void parseMetrics(const json& object, MetricsConfig& metrics) {
+  requireObject(object, "metrics");
+  rejectUnknownKeys(object, "metrics", {"enabled", "listen", "allow_remote"});
+  if (object.contains("enabled")) metrics.enabled = readBool(object["enabled"], "metrics.enabled");
+  if (object.contains("listen")) {
+    metrics.listen = parseHostPort(readString(object["listen"], "metrics.listen"), "metrics.listen");
+  }
+  if (object.contains("allow_remote")) metrics.allowRemote = readBool(object["allow_remote"], "metrics.allow_remote");
+  if (metrics.enabled && !metrics.listen.isLoopback() && !metrics.allowRemote) {
+    fail("metrics.listen", "the non-loopback address " + metrics.listen.str() +
+                               " is refused: the endpoint has no authentication and shows every principal's name and "
+                               "use; listen on a loopback address or set metrics.allow_remote to true");
+  }
+}
+
 bool isLogLevel(std::string_view level) {
   for (std::string_view l : {"trace", "debug", "info", "warn", "error"}) {
     if (l == level) return true;
@@ -273,7 +302,8 @@ Config parseConfig(std::string_view jsonText) {
   requireObject(root, "");
   rejectUnknownKeys(root, "",
                     {"listen", "allow_remote_plaintext", "device", "state_dir", "cache_dir", "log_level", "limits",
-                     "staging", "device_sharing", "auth", "tls", "auth_timeout_ms", "policy_file", "audit_log"});
+                     "staging", "device_sharing", "auth", "tls", "auth_timeout_ms", "policy_file", "audit_log", "files",
+                     "metrics"});
   Config config;
   if (root.contains("listen")) config.listen = parseHostPort(readString(root["listen"], "listen"), "listen");
   if (root.contains("allow_remote_plaintext")) {
@@ -318,6 +348,8 @@ Config parseConfig(std::string_view jsonText) {
     config.auditLog = readString(root["audit_log"], "audit_log");
     if (config.auditLog.empty()) fail("audit_log", "must not be empty (leave the key out to audit into the main log)");
   }
+  if (root.contains("files")) parseFiles(root["files"], config.files);
+  if (root.contains("metrics")) parseMetrics(root["metrics"], config.metrics);
   if (root.contains("auth_timeout_ms")) {
     config.authTimeoutMs = uint32_t(readUintInRange(root["auth_timeout_ms"], "auth_timeout_ms", 1, 3600000));
   }
@@ -340,6 +372,13 @@ Config loadConfigFile(const std::filesystem::path& path) {
 void applyListenOverride(Config& config, std::string_view hostPort) {
   config.listen = parseHostPort(hostPort, "--listen");
   checkListenPolicy(config, "--listen");
+}
+
+void applyLogLevelOverride(Config& config, std::string_view level) {
+  if (!isLogLevel(level)) {
+    fail("--log-level", "expected one of trace, debug, info, warn, error, got \"" + std::string(level) + "\"");
+  }
+  config.logLevel = std::string(level);
 }
 
 void checkListenPolicy(const Config& config, std::string_view listenKey) {
@@ -398,6 +437,20 @@ void resolveDirectories(Config& config, const std::filesystem::path& baseDir, co
   config.cacheDir =
       resolveOne(config.cacheDir, "cache_dir", baseDir, getEnv, "CACHE_DIRECTORY", "XDG_CACHE_HOME", ".cache");
   resolvePolicyPaths(config, baseDir);
+  for (size_t i = 0; i < config.files.dirs.size(); ++i) {
+    auto& dir = config.files.dirs[i];
+    if (dir.is_relative()) dir = baseDir / dir;
+    dir = dir.lexically_normal();
+    // Clients write there: the daemon's own files (named tensors, shader
+    // and pipeline caches) must stay out of reach.
+    for (const auto& [key, own] : {std::pair{"state_dir", config.stateDir}, std::pair{"cache_dir", config.cacheDir}}) {
+      const auto inside = own.lexically_normal().lexically_relative(dir.has_filename() ? dir : dir.parent_path());
+      if (!inside.empty() && *inside.begin() != "..") {
+        fail("files.dirs[" + std::to_string(i) + "]", dir.string() + " contains " + key + " " + own.string() +
+                                                          "; clients must not reach the daemon's own files");
+      }
+    }
+  }
   if (config.tls) {
     for (auto* path : {&config.tls->certFile, &config.tls->keyFile, &config.tls->clientCaFile}) {
       if (!path->empty() && path->is_relative()) *path = baseDir / *path;

@@ -47,6 +47,21 @@ struct StagingConfig {
   uint32_t slots = 8;
 };
 
+// files: where Session.loadFile/saveFile may read and write (tensorctl
+// load/save). No directories: both are refused.
+struct FilesConfig {
+  std::vector<std::filesystem::path> dirs;  // absolute once resolveDirectories ran
+};
+
+// metrics: the Prometheus endpoint, plain HTTP on its own socket. It has no
+// authentication and shows principals' names and use, so a non-loopback
+// address needs allow_remote.
+struct MetricsConfig {
+  bool enabled = true;
+  HostPort listen{"127.0.0.1", 9450};
+  bool allowRemote = false;
+};
+
 // tls.client_auth: whether clients must present a certificate signed by
 // tls.client_ca_file ("optional": verified when presented).
 enum class ClientAuth { kNone, kOptional, kRequired };
@@ -76,7 +91,7 @@ struct Config {
   std::string device;              // "" automatic; index; else name substring
   std::filesystem::path stateDir;  // as configured; "" until resolved
   std::filesystem::path cacheDir;
-  std::string logLevel = "info";  // trace|debug|info|warn|error
+  std::string logLevel = "info";  // trace|debug|info|warn|error (the --log-level flag overrides it)
   // device_sharing: "fair" shares queued device work between principals
   // (compute::FairQueue); "fifo" runs it in arrival order.
   bool fairSharing = true;
@@ -85,6 +100,8 @@ struct Config {
   std::vector<acl::TokenEntry> tokens;
   std::filesystem::path policyFile;  // policy_file: "" = no policy (everything allowed)
   std::filesystem::path auditLog;    // audit_log: "" = the main log, logger "audit"
+  FilesConfig files;
+  MetricsConfig metrics;
 };
 
 // Smallest max_message_bytes accepted: one 1 MiB data chunk plus framing.
@@ -103,6 +120,9 @@ Config loadConfigFile(const std::filesystem::path& path);
 // Replaces `listen` (the --listen flag); errors name "--listen".
 void applyListenOverride(Config& config, std::string_view hostPort);
 
+// Replaces `log_level` (the --log-level flag); errors name "--log-level".
+void applyLogLevelOverride(Config& config, std::string_view level);
+
 // Refuses plain TCP on a non-loopback address unless allow_remote_plaintext
 // (TLS listeners may use any address).
 void checkListenPolicy(const Config& config, std::string_view listenKey = "listen");
@@ -115,7 +135,8 @@ std::optional<std::string> processEnv(const char* name);
 // -> $STATE_DIRECTORY (first entry), else $XDG_STATE_HOME/tensord, else
 // ~/.local/state/tensord; cache_dir likewise with $CACHE_DIRECTORY,
 // $XDG_CACHE_HOME and ~/.cache. A relative configured path is taken relative
-// to `baseDir` (the config file's directory); so are the tls.* file paths.
+// to `baseDir` (the config file's directory); so are the tls.* file paths
+// and files.dirs.
 void resolveDirectories(Config& config, const std::filesystem::path& baseDir, const GetEnv& getEnv = processEnv);
 
 // Makes relative policy_file and audit_log paths relative to `baseDir` (the

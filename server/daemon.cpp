@@ -13,8 +13,11 @@
 #include "compute/engine.h"
 #include "server/access.h"
 #include "server/listener.h"
+#include "server/metrics.h"
+#include "server/metrics_http.h"
 #include "server/persistence.h"
 #include "server/server_state.h"
+#include "server/socket_activation.h"
 #include "server/systemd_notify.h"
 #include "server/tls.h"
 #include "server/wire.h"
@@ -54,6 +57,18 @@ kj::Promise<void> reloadOnHangup(kj::UnixEventPort& port, ServerState& state, co
     notifySystemd("READY=1");
     return reloadOnHangup(port, state, path, tls);
   });
+}
+
+// Keeps systemd's STATUS= line current: looked at once a second and sent
+// only when it changed, so a busy daemon sends at most one a second and an
+// idle one none.
+kj::Promise<void> publishStatus(ServerState& state, std::string prefix, std::string last) {
+  return state.timer.afterDelay(1 * kj::SECONDS)
+      .then([&state, prefix = std::move(prefix), last = std::move(last)]() mutable {
+        std::string now = prefix + statusLine(state);
+        if (now != last) notifySystemd("STATUS=" + now);
+        return publishStatus(state, std::move(prefix), std::move(now));
+      });
 }
 
 kj::Promise<void> feedWatchdog(kj::Timer& timer, std::chrono::microseconds interval) {
@@ -112,6 +127,17 @@ int runDaemon(const Config& config, const std::filesystem::path& configPath, std
   auto io = kj::setupAsyncIo();
   kj::Timer& timer = io.provider->getTimer();
 
+  // A socket systemd passed (tensord.socket) wins over `listen`. Taken while
+  // this is the only thread: it unsets LISTEN_* in the environment, which
+  // the drivers' threads may be reading later.
+  std::optional<PassedSocket> passed;
+  try {
+    passed = takePassedSocket();
+  } catch (const ConfigError& e) {
+    log->error("{}", e.what());
+    return 1;
+  }
+
   try {
     createDirectories(config);
   } catch (const ConfigError& e) {
@@ -119,6 +145,8 @@ int runDaemon(const Config& config, const std::filesystem::path& configPath, std
     return 1;
   }
 
+  // Filled by the engine's completion thread, read by stats and /metrics.
+  auto deviceTimes = std::make_shared<DeviceTimes>();
   std::unique_ptr<compute::Engine> engine;
   try {
     engine = std::make_unique<compute::Engine>(compute::EngineOptions{
@@ -129,6 +157,7 @@ int runDaemon(const Config& config, const std::filesystem::path& configPath, std
         .stagingSlots = config.staging.slots,
         .fairSharing = config.fairSharing,
         .logger = log,
+        .deviceTimeObserver = [deviceTimes](std::span<const compute::DeviceTime> times) { deviceTimes->record(times); },
     });
   } catch (const std::exception& e) {
     log->error("cannot start the compute engine: {}", e.what());
@@ -144,14 +173,10 @@ int runDaemon(const Config& config, const std::filesystem::path& configPath, std
       log->error("{}", e.what());
       return 1;
     }
-  } else if (!config.listen.isLoopback()) {
-    // checkListenPolicy let it through, so allow_remote_plaintext is true.
-    log->warn("plain TCP on the non-loopback address {} (allow_remote_plaintext): tokens and tensor data cross the "
-              "network unencrypted; configure tls instead",
-              config.listen.str());
   }
 
   ServerState state(config, *log, *engine, timer);
+  state.metrics.deviceTimes = deviceTimes;
   state.configPath = configPath;
   state.authorizer.setPolicy(std::move(policy));
   try {
@@ -161,25 +186,74 @@ int runDaemon(const Config& config, const std::filesystem::path& configPath, std
     return 1;
   }
   loadNamedTensors(state, config.stateDir, io.waitScope);
+
+  // The Prometheus endpoint binds first, so its line is in the log before
+  // the RPC address that says the daemon is up.
+  std::unique_ptr<MetricsServer> metricsServer;
+  if (config.metrics.enabled) {
+    try {
+      auto address = io.provider->getNetwork().parseAddress(config.metrics.listen.str()).wait(io.waitScope);
+      metricsServer = std::make_unique<MetricsServer>(state, timer, address->listen());
+    } catch (const kj::Exception& e) {
+      log->error("cannot listen on {} for metrics (metrics.listen): {}", config.metrics.listen.str(),
+                 e.getDescription().cStr());
+      return 1;
+    }
+    state.metrics.metricsAddress = HostPort{config.metrics.listen.host, metricsServer->port()}.str();
+    log->info("metrics on http://{}/metrics", state.metrics.metricsAddress);
+  }
+
   kj::Own<kj::ConnectionReceiver> receiver;
+  HostPort bound;
+  const bool activated = passed.has_value();
   try {
-    auto address = io.provider->getNetwork().parseAddress(config.listen.str()).wait(io.waitScope);
-    receiver = address->listen();
+    if (passed) {
+      bound = passed->address;
+      receiver = io.lowLevelProvider->wrapListenSocketFd(
+          passed->fd, kj::LowLevelAsyncIoProvider::TAKE_OWNERSHIP | kj::LowLevelAsyncIoProvider::ALREADY_CLOEXEC);
+      if (!tls && !bound.isLoopback() && !config.allowRemotePlaintext) {
+        throw ConfigError("socket activation: plain TCP on the non-loopback address " + bound.str() +
+                          " is refused: tokens and data would cross the network unencrypted; pass a loopback "
+                          "address in tensord.socket, configure tls, or set allow_remote_plaintext to true");
+      }
+    } else {
+      auto address = io.provider->getNetwork().parseAddress(config.listen.str()).wait(io.waitScope);
+      receiver = address->listen();
+      bound = HostPort{config.listen.host, uint16_t(receiver->getPort())};
+    }
+  } catch (const ConfigError& e) {
+    log->error("{}", e.what());
+    return 1;
   } catch (const kj::Exception& e) {
     log->error("cannot listen on {}: {}", config.listen.str(), e.getDescription().cStr());
     return 1;
   }
-  const HostPort bound{config.listen.host, uint16_t(receiver->getPort())};
+  if (!tls && !bound.isLoopback()) {
+    // The listen policy let it through, so allow_remote_plaintext is true.
+    log->warn(
+        "plain TCP on the non-loopback address {} (allow_remote_plaintext): tokens and tensor data cross the "
+        "network unencrypted; configure tls instead",
+        activated ? bound.str() : config.listen.str());
+  }
   auto listener = std::make_unique<Listener>(state, kj::mv(receiver), tls.get());
   listener->start();
-  log->info("listening on {} ({})", bound.str(),
-            !tls                                                    ? "plain TCP"
+  log->info("listening on {} ({}{})", bound.str(),
+            !tls                                              ? "plain TCP"
             : config.tls->clientAuth == ClientAuth::kRequired ? "TLS, client certificates required"
             : config.tls->clientAuth == ClientAuth::kOptional ? "TLS, client certificates optional"
-                                                              : "TLS");
+                                                              : "TLS",
+            activated ? ", socket passed by systemd" : "");
   if (tls) log->info("TLS certificate {}: {}", config.tls->certFile.string(), tls->describeCertificate());
   log->flush();
-  notifySystemd("READY=1\nSTATUS=listening on " + bound.str());
+  const std::string statusPrefix = bound.str() + ": ";
+  notifySystemd("READY=1\nSTATUS=" + statusPrefix + statusLine(state));
+  kj::Promise<void> statusUpdates = kj::READY_NOW;
+  if (systemdNotifying()) {
+    statusUpdates =
+        publishStatus(state, statusPrefix, statusPrefix + statusLine(state)).eagerlyEvaluate([&log](kj::Exception&& e) {
+          log->error("STATUS updates stopped: {}", e.getDescription().cStr());
+        });
+  }
 
   auto reloading =
       reloadOnHangup(io.unixEventPort, state, configPath, tls.get()).eagerlyEvaluate([&log](kj::Exception&& e) {
@@ -194,6 +268,8 @@ int runDaemon(const Config& config, const std::filesystem::path& configPath, std
       io.unixEventPort.onSignal(SIGTERM).exclusiveJoin(io.unixEventPort.onSignal(SIGINT)).wait(io.waitScope);
   log->info("received {}; no new connections, draining in-flight calls", strsignal(stop.si_signo));
   notifySystemd("STOPPING=1\nSTATUS=draining");
+  statusUpdates = kj::READY_NOW;
+  metricsServer.reset();
   listener->stopAccepting();
   state.draining = true;
 

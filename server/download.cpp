@@ -63,6 +63,8 @@ class DownloadJob {
   }
 
   Piece copyOut(const StagingLease& lease, uint64_t bytes) {
+    server_.metrics.bytesOut += bytes;
+    server_.metrics.principal(requester_).bytesOut += bytes;
     Piece piece;
     for (uint64_t pos = 0; pos < bytes; pos += kChunkBytes) {
       const uint64_t chunk = std::min<uint64_t>(kChunkBytes, bytes - pos);

@@ -74,8 +74,15 @@ class Listener::Connection {
 // (before any TLS handshake) until the socket closes.
 class Listener::Slot {
  public:
-  explicit Slot(Listener& listener) : listener_(listener) { ++listener_.connectionCount_; }
-  ~Slot() { --listener_.connectionCount_; }
+  explicit Slot(Listener& listener) : listener_(listener) {
+    ++listener_.connectionCount_;
+    ++listener_.server_.metrics.connectionsOpen;
+    ++listener_.server_.metrics.connectionsAccepted;
+  }
+  ~Slot() {
+    --listener_.connectionCount_;
+    --listener_.server_.metrics.connectionsOpen;
+  }
   KJ_DISALLOW_COPY(Slot);
 
  private:
@@ -126,6 +133,7 @@ void Listener::addConnection(kj::AuthenticatedStream accepted) {
                      connectionCount_, cap);
     server_.auditDenial("", peer, "connect", "",
                         "limits.max_connections (" + std::to_string(cap) + ") connections are open");
+    ++server_.metrics.connectionsRefused;
     return;  // dropping the stream closes the socket
   }
   auto slot = kj::heap<Slot>(*this);

@@ -19,15 +19,18 @@
 namespace {
 
 constexpr std::string_view kUsage =
-    "usage: tensord --config FILE [--listen HOST:PORT] [--check-config] [--version]\n"
+    "usage: tensord --config FILE [--listen HOST:PORT] [--log-level LEVEL] [--check-config] [--version]\n"
     "  --config FILE       JSON configuration (see config/tensord.json)\n"
     "  --listen HOST:PORT  listen here instead of the config's address; port 0 picks a free port\n"
+    "                      (a socket passed by systemd, tensord.socket, wins over both)\n"
+    "  --log-level LEVEL   trace, debug, info, warn or error instead of the config's log_level\n"
     "  --check-config      validate the configuration, print \"config OK\" and exit\n"
     "  --version           print the version and exit\n";
 
 struct Flags {
   std::optional<std::string> config;
   std::optional<std::string> listen;
+  std::optional<std::string> logLevel;
   bool checkConfig = false;
   bool version = false;
   bool help = false;
@@ -69,6 +72,8 @@ std::string parseFlags(int argc, char** argv, Flags& flags) {
       error = value(flags.config);
     } else if (arg == "--listen") {
       error = value(flags.listen);
+    } else if (arg == "--log-level") {
+      error = value(flags.logLevel);
     } else if (arg == "--check-config") {
       error = flag(flags.checkConfig);
     } else if (arg == "--version") {
@@ -106,6 +111,7 @@ int main(int argc, char** argv) {
   try {
     config = loadConfigFile(configPath);
     if (flags.listen) applyListenOverride(config, *flags.listen);
+    if (flags.logLevel) applyLogLevelOverride(config, *flags.logLevel);
     resolveDirectories(config, std::filesystem::absolute(configPath).parent_path());
   } catch (const ConfigError& e) {
     std::fprintf(stderr, "tensord: %s: %s\n", configPath.c_str(), e.what());

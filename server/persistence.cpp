@@ -1,132 +1,156 @@
 #include "server/persistence.h"
 
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 
 #include <algorithm>
-#include <cstring>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "format/safetensors.h"
+#include "server/confined_files.h"
+#include "server/file_transfer.h"
 #include "server/wire.h"
 
 namespace tensord::server {
 namespace {
 
+namespace fs = std::filesystem;
 using nlohmann::json;
 
-constexpr const char* kManifest = "manifest.json";
+constexpr const char* kFormat = "tensord-state-1";
+constexpr const char* kTempFile = "tensors.safetensors.tmp";
+constexpr const char* kCorruptFile = "tensors.safetensors.corrupt";
+constexpr std::string_view kOwnerKey = "owner:";
+constexpr std::string_view kAliasKey = "alias:";
+// The earlier format: a directory with manifest.json and raw files.
+constexpr const char* kLegacyManifest = "manifest.json";
 
-std::runtime_error ioError(const std::string& what, const std::filesystem::path& path) {
-  return std::runtime_error(what + " " + path.string() + ": " + std::strerror(errno));
-}
-
-// Copies the tensor's bytes to `out`, one staging slot at a time.
-void writeTensor(ServerState& state, const TensorEntry& entry, std::ofstream& out, kj::WaitScope& waitScope) {
-  for (uint64_t pos = 0; pos < entry.bytes();) {
-    StagingLease lease = state.staging.acquire().wait(waitScope);
-    const uint64_t n = std::min(lease.capacity(), entry.bytes() - pos);
-    state.staging
-        .transfer(lease,
-                  [&](compute::Completion done) {
-                    state.engine.enqueueDownload(entry.buffer->owner(), entry.buffer, pos, n, lease.slot(), std::move(done));
-                  })
-        .wait(waitScope);
-    out.write(reinterpret_cast<const char*>(lease.data()), std::streamsize(n));
-    pos += n;
-  }
-}
-
-// Fills `buffer` from `in`, one staging slot at a time.
-void readTensor(ServerState& state, const std::shared_ptr<compute::Buffer>& buffer, uint64_t bytes, std::ifstream& in,
-                kj::WaitScope& waitScope) {
-  for (uint64_t pos = 0; pos < bytes;) {
-    StagingLease lease = state.staging.acquire().wait(waitScope);
-    const uint64_t n = std::min(lease.capacity(), bytes - pos);
-    if (!in.read(reinterpret_cast<char*>(lease.data()), std::streamsize(n))) {
-      throw std::runtime_error("the data file is shorter than the manifest says");
+// Registers a loaded tensor under its names; returns whether any name took.
+bool nameLoaded(ServerState& state, const std::string& owner, const compute::TensorDesc& desc,
+                std::shared_ptr<compute::Buffer> buffer, const std::vector<std::string>& names) {
+  auto entry = state.registry.add(owner, 0, desc, std::move(buffer));
+  bool any = false;
+  for (const auto& name : names) {
+    if (!tensorNameProblem(name).empty() || !state.registry.save(entry, name, false)) {
+      state.log.warn("saved tensor name '{}' skipped (invalid or taken)", name);
+    } else {
+      any = true;
     }
-    state.staging
-        .transfer(lease,
-                  [&](compute::Completion done) {
-                    state.engine.enqueueUpload(buffer->owner(), lease.slot(), n, buffer, pos, std::move(done));
-                  })
-        .wait(waitScope);
-    pos += n;
+  }
+  return any;
+}
+
+std::string describe(const kj::Exception& e) { return e.getDescription().cStr(); }
+
+// Waits for disk or device work; its failure as a std::runtime_error with
+// the plain description (a kj exception's what() carries a stack trace).
+void await(kj::Promise<void> promise, kj::WaitScope& waitScope) {
+  try {
+    promise.wait(waitScope);
+  } catch (const kj::Exception& e) {
+    throw std::runtime_error(describe(e));
   }
 }
 
-}  // namespace
+// A tensor the state file describes, ready to be read into its buffer.
+struct Planned {
+  std::vector<std::string> names;
+  std::string owner;
+  compute::TensorDesc desc;
+};
 
-void saveNamedTensors(ServerState& state, const std::filesystem::path& stateDir, kj::WaitScope& waitScope) {
-  const auto dir = stateDir / "tensors";
-  const auto fresh = stateDir / "tensors.new";
-  std::filesystem::remove_all(fresh);
-  // Group the names by tensor: one file per tensor, however many names it has.
-  std::map<uint64_t, std::pair<std::shared_ptr<TensorEntry>, std::vector<std::string>>> byId;
-  for (auto& [name, entry] : state.registry.named()) {
-    auto& slot = byId[entry->id];
-    slot.first = entry;
-    slot.second.push_back(name);
-  }
-  if (byId.empty()) {
-    std::filesystem::remove_all(dir);
+void loadState(ServerState& state, const fs::path& stateDir, kj::WaitScope& waitScope) {
+  const std::string display = (stateDir / kStateFile).string();
+  struct Opened {
+    safetensors::Header header;
+    std::string formatError;  // the file is there but not a readable state file
+  };
+  auto file = std::make_shared<UniqueFd>();
+  auto result = std::make_shared<Opened>();
+  try {
+    state.files
+        .run([file, result, dir = stateDir, display] {
+          *file = openForRead(ConfinedPath{dir, kStateFile});
+          try {
+            result->header = safetensors::readHeader(file->get(), display);
+          } catch (const safetensors::FormatError& e) {
+            result->formatError = e.what();
+          }
+        })
+        .wait(waitScope);
+  } catch (const kj::Exception& e) {
+    state.log.warn("saved tensors not restored: {}", describe(e));
     return;
   }
-  std::filesystem::create_directories(fresh);
-  json manifest = json::array();
-  uint64_t total = 0;
-  for (auto& [id, item] : byId) {
-    const TensorEntry& entry = *item.first;
-    if (entry.failure != nullptr) {
-      state.log.warn("not saving '{}': the device work producing it failed", entry.label());
+  const Opened& opened = *result;
+  if (!opened.formatError.empty()) {
+    // Keep it out of the next save's way without losing it.
+    std::error_code error;
+    fs::rename(stateDir / kStateFile, stateDir / kCorruptFile, error);
+    state.log.error("saved tensors not restored: {}; the file is kept as {}", opened.formatError,
+                    (stateDir / kCorruptFile).string());
+    return;
+  }
+  const safetensors::Header& header = opened.header;
+
+  std::map<std::string, std::vector<std::string>> aliases;  // stored name -> further names
+  for (const auto& [key, value] : header.metadata) {
+    if (key.starts_with(kAliasKey)) aliases[value].push_back(key.substr(kAliasKey.size()));
+  }
+  std::vector<Planned> planned;
+  std::vector<FileRange> ranges;
+  for (const auto& t : header.tensors) {
+    Planned p;
+    if (tensorNameProblem(t.name).empty()) p.names.push_back(t.name);  // else stored under a stand-in key
+    for (auto& alias : aliases[t.name]) p.names.push_back(alias);
+    auto owner = header.metadata.find(std::string(kOwnerKey) + t.name);
+    if (owner == header.metadata.end()) {
+      state.log.warn("saved tensor '{}' not restored: {} names no owner for it", t.name, display);
       continue;
     }
-    const std::string file = std::to_string(id) + ".bin";
-    std::ofstream out(fresh / file, std::ios::binary);
-    if (!out) throw ioError("cannot create", fresh / file);
-    writeTensor(state, entry, out, waitScope);
-    out.close();
-    if (!out) throw ioError("cannot write", fresh / file);
-    manifest.push_back({{"names", item.second},
-                        {"owner", entry.owner},
-                        {"dtype", std::string(compute::dtypeName(entry.desc.dtype))},
-                        {"shape", entry.desc.shape},
-                        {"bytes", entry.bytes()},
-                        {"file", file}});
-    total += entry.bytes();
+    p.owner = owner->second;
+    p.desc = {fromFileDType(t.dtype), t.shape};
+    if (!state.engine.dtypeSupported(p.desc.dtype)) {
+      state.log.warn("saved tensor '{}' not restored: this device has no {} tensors", t.name,
+                     compute::dtypeName(p.desc.dtype));
+      continue;
+    }
+    try {
+      auto buffer = state.engine.allocate(t.bytes(), p.owner);
+      ranges.push_back({header.dataOffset + t.begin, t.bytes(), std::move(buffer), nullptr});
+      planned.push_back(std::move(p));
+    } catch (const std::exception& e) {
+      state.log.warn("saved tensor '{}' not restored: {}", t.name, e.what());
+    }
   }
-  {
-    std::ofstream out(fresh / kManifest);
-    out << manifest.dump(2) << "\n";
-    out.close();
-    if (!out) throw ioError("cannot write", fresh / kManifest);
+  try {
+    readIntoBuffers(state, file, display, ranges, "tensord", nullptr).wait(waitScope);
+  } catch (const kj::Exception& e) {
+    state.log.error("saved tensors not restored: {}", describe(e));
+    return;
   }
-  // Swap in the new set so that some complete set exists at every moment: a
-  // crash between the renames leaves "tensors.old", which the next start reads.
-  const auto old = stateDir / "tensors.old";
-  std::filesystem::remove_all(old);
-  if (std::filesystem::exists(dir)) std::filesystem::rename(dir, old);
-  std::filesystem::rename(fresh, dir);
-  std::filesystem::remove_all(old);
-  state.log.info("saved {} named tensor(s), {} bytes, to {}", manifest.size(), total, dir.string());
+  uint64_t total = 0;
+  size_t loaded = 0;
+  for (size_t i = 0; i < planned.size(); ++i) {
+    if (nameLoaded(state, planned[i].owner, planned[i].desc, ranges[i].buffer, planned[i].names)) {
+      ++loaded;
+      total += ranges[i].bytes;
+    }
+  }
+  state.log.info("restored {} named tensor(s), {} bytes, from {}", loaded, total, display);
 }
 
-void loadNamedTensors(ServerState& state, const std::filesystem::path& stateDir, kj::WaitScope& waitScope) {
-  auto dir = stateDir / "tensors";
-  // A stop cut off between the two renames of saveNamedTensors() left the
-  // previous complete set here.
-  if (!std::filesystem::exists(dir / kManifest) && std::filesystem::exists(stateDir / "tensors.old" / kManifest)) {
-    dir = stateDir / "tensors.old";
-  }
-  std::ifstream manifestFile(dir / kManifest);
-  if (!manifestFile) return;
+// The earlier format, read once for migration.
+void loadLegacy(ServerState& state, fs::path dir, kj::WaitScope& waitScope) {
+  std::ifstream manifestFile(dir / kLegacyManifest);
   json manifest;
   try {
     manifest = json::parse(manifestFile);
     if (!manifest.is_array()) throw std::runtime_error("expected a list");
   } catch (const std::exception& e) {
-    state.log.warn("ignoring saved tensors: {} is unreadable: {}", (dir / kManifest).string(), e.what());
+    state.log.warn("ignoring saved tensors: {} is unreadable: {}", (dir / kLegacyManifest).string(), e.what());
     return;
   }
   size_t loaded = 0;
@@ -148,25 +172,94 @@ void loadNamedTensors(ServerState& state, const std::filesystem::path& stateDir,
         throw std::runtime_error("its shape and byte count disagree");
       }
       if (file.find('/') != std::string::npos) throw std::runtime_error("bad file name");
-      std::ifstream in(dir / file, std::ios::binary);
-      if (!in) throw ioError("cannot open", dir / file);
+      const ConfinedPath path{dir, file};
+      auto fd = std::make_shared<UniqueFd>();
+      state.files
+          .run([fd, path, bytes = desc.bytes()] {
+            *fd = openForRead(path);
+            struct stat st {};
+            if (::fstat(fd->get(), &st) != 0 || uint64_t(st.st_size) != bytes) {
+              throw std::runtime_error(path.full().string() + " does not hold the " + std::to_string(bytes) +
+                                       " bytes the manifest says");
+            }
+          })
+          .wait(waitScope);
       auto buffer = state.engine.allocate(desc.bytes(), owner);
-      readTensor(state, buffer, desc.bytes(), in, waitScope);
-      auto entry = state.registry.add(owner, 0, desc, std::move(buffer));
-      for (const auto& name : names) {
-        if (!tensorNameProblem(name).empty() || !state.registry.save(entry, name, false)) {
-          state.log.warn("saved tensor name '{}' skipped (invalid or taken)", name);
-        }
+      readIntoBuffers(state, fd, path.full().string(), {{0, desc.bytes(), buffer, nullptr}}, "tensord", nullptr)
+          .wait(waitScope);
+      if (nameLoaded(state, owner, desc, std::move(buffer), names)) {
+        ++loaded;
+        total += desc.bytes();
       }
-      ++loaded;
-      total += desc.bytes();
     } catch (const std::exception& e) {
       state.log.warn("saved tensor {} not restored: {}", label, e.what());
     } catch (const kj::Exception& e) {
-      state.log.warn("saved tensor {} not restored: {}", label, e.getDescription().cStr());
+      state.log.warn("saved tensor {} not restored: {}", label, describe(e));
     }
   }
-  state.log.info("restored {} named tensor(s), {} bytes, from {}", loaded, total, dir.string());
+  state.log.info("restored {} named tensor(s), {} bytes, from {} (the earlier format; the next stop writes {})", loaded,
+                 total, dir.string(), kStateFile);
+}
+
+}  // namespace
+
+void saveNamedTensors(ServerState& state, const fs::path& stateDir, kj::WaitScope& waitScope) {
+  // One entry per tensor, however many names it has; named() is sorted, so
+  // each tensor's first name is its smallest.
+  std::map<uint64_t, std::pair<std::shared_ptr<TensorEntry>, std::vector<std::string>>> byId;
+  for (auto& [name, entry] : state.registry.named()) {
+    auto& slot = byId[entry->id];
+    slot.first = entry;
+    slot.second.push_back(name);
+  }
+  std::map<std::string, std::string> metadata{{"format", kFormat}};
+  std::vector<safetensors::TensorEntry> layout;
+  std::map<std::string, std::shared_ptr<TensorEntry>> byKey;
+  for (auto& [id, item] : byId) {
+    const auto& [entry, names] = item;
+    if (entry->failure != nullptr) {
+      state.log.warn("not saving '{}': the device work producing it failed", entry->label());
+      continue;
+    }
+    // "__metadata__" is a valid tensor name but the format's reserved key:
+    // such a tensor is stored under "#<id>", which no name can be.
+    std::string key = names.front() == "__metadata__" ? "#" + std::to_string(id) : names.front();
+    for (const auto& name : names) {
+      if (name != key) metadata[std::string(kAliasKey) + name] = key;
+    }
+    metadata[std::string(kOwnerKey) + key] = entry->owner;
+    layout.push_back({key, toFileDType(entry->desc.dtype), entry->desc.shape});
+    byKey[key] = entry;
+  }
+  safetensors::sortForWriting(layout);
+  std::string prefix = safetensors::encodeHeader(layout, metadata);
+  std::vector<FileRange> ranges;
+  uint64_t total = 0;
+  for (const auto& t : layout) {
+    ranges.push_back({prefix.size() + t.begin, t.bytes(), byKey[t.name]->buffer, byKey[t.name]});
+    total += t.bytes();
+  }
+
+  auto file = std::make_shared<PendingFile>(stateDir, kStateFile, kTempFile);
+  await(state.files.run([file, prefix = std::move(prefix)] {
+    file->create();
+    file->writeAt(prefix.data(), prefix.size(), 0);
+  }),
+        waitScope);
+  await(writeFromBuffers(state, file, std::move(ranges), "tensord", nullptr), waitScope);
+  await(state.files.run([file] { file->commit(/*overwrite=*/true); }), waitScope);
+  // The new set is durable: the earlier format's directories can go.
+  for (const char* legacy : {"tensors", "tensors.old", "tensors.new"}) fs::remove_all(stateDir / legacy);
+  state.log.info("saved {} named tensor(s), {} bytes, to {}", layout.size(), total, (stateDir / kStateFile).string());
+}
+
+void loadNamedTensors(ServerState& state, const fs::path& stateDir, kj::WaitScope& waitScope) {
+  if (fs::exists(stateDir / kStateFile)) return loadState(state, stateDir, waitScope);
+  // The earlier format. A stop cut off between its two renames left the
+  // previous complete set in "tensors.old".
+  for (const char* legacy : {"tensors", "tensors.old"}) {
+    if (fs::exists(stateDir / legacy / kLegacyManifest)) return loadLegacy(state, stateDir / legacy, waitScope);
+  }
 }
 
 }  // namespace tensord::server

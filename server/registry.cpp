@@ -87,6 +87,14 @@ std::vector<std::shared_ptr<TensorEntry>> Registry::unnamedOfSession(uint64_t se
   return out;
 }
 
+std::map<std::string, uint64_t, std::less<>> Registry::countsByOwner() const {
+  std::map<std::string, uint64_t, std::less<>> counts;
+  for (const auto& [id, weak] : live_) {
+    if (auto entry = weak.lock()) ++counts[entry->owner];
+  }
+  return counts;
+}
+
 uint64_t Registry::ownedCount(std::string_view owner) const {
   uint64_t n = 0;
   for (const auto& [id, weak] : live_) {

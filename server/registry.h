@@ -87,6 +87,8 @@ class Registry {
   uint64_t liveCount() const { return live_.size(); }
   // Live entries (named or not) whose owner is `owner`.
   uint64_t ownedCount(std::string_view owner) const;
+  // Live entries per owner, in one pass (stats).
+  std::map<std::string, uint64_t, std::less<>> countsByOwner() const;
   uint64_t namedCount() const { return named_.size(); }
 
  private:

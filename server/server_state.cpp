@@ -80,6 +80,10 @@ std::string describe(acl::Action action, std::string_view resource, std::string_
       return "restore tensor " + quoted;
     case acl::Action::kListTensors:
       return "list tensors";
+    case acl::Action::kLoadFile:
+      return "load the file " + quoted;
+    case acl::Action::kSaveFile:
+      return "save to the file " + quoted;
     default:
       return "use " + std::string(acl::actionName(action));
   }
@@ -119,6 +123,21 @@ void ServerState::auditDenial(std::string_view principal, std::string_view peer,
   spdlog::logger& out = audit ? *audit : log;
   out.warn("audit time={} principal={} peer={} action={} resource={} reason={}", utcNow(), auditValue(principal),
            auditValue(peer), auditValue(action), auditValue(resource), auditValue(reason));
+}
+
+kj::Promise<void> SessionState::afterInPlaceCalls() {
+  KJ_IF_MAYBE (pending, inPlace_) {
+    return pending->addBranch();
+  }
+  return kj::READY_NOW;
+}
+
+void SessionState::addInPlaceCall(kj::Promise<void> enqueued) {
+  // Its failure is the call's own error; those who wait only need it to be over.
+  inPlace_ = afterInPlaceCalls()
+                 .then([enqueued = kj::mv(enqueued)]() mutable { return kj::mv(enqueued); })
+                 .catch_([](kj::Exception&&) {})
+                 .fork();
 }
 
 void SessionState::authorize(acl::Action action, std::string_view resource, std::string_view category) const {

@@ -21,6 +21,8 @@
 #include "compute/engine.h"
 #include "protocol/tensord.capnp.h"
 #include "server/config.h"
+#include "server/file_worker.h"
+#include "server/metrics.h"
 #include "server/quota.h"
 #include "server/registry.h"
 #include "server/staging_pool.h"
@@ -42,6 +44,7 @@ class ServerState final : private kj::TaskSet::ErrorHandler {
 
   Registry registry;
   StagingPool staging{engine};
+  FileWorker files;            // disk I/O of loadFile/saveFile and the state directory, off the loop
   acl::Authorizer authorizer;  // policy replaced on reload (SIGHUP)
   QuotaTracker quotas{registry, engine, authorizer};  // the policy's per-principal quotas
   // Denials and authentication failures, one line each (config audit_log);
@@ -60,6 +63,7 @@ class ServerState final : private kj::TaskSet::ErrorHandler {
   std::filesystem::path configPath;
   // Open sessions per principal (Session.status "connections").
   std::map<std::string, uint64_t, std::less<>> sessionsByPrincipal;
+  Metrics metrics;  // Session.stats and the Prometheus endpoint
 
   // Background work whose failure only needs logging (e.g. op completions).
   void addTask(kj::Promise<void> task) { tasks_.add(kj::mv(task)); }
@@ -109,7 +113,10 @@ class ConnectionState {
 class SessionState {
  public:
   SessionState(std::shared_ptr<ConnectionState> connection, acl::Principal principal, uint64_t id)
-      : connection(std::move(connection)), principal(std::move(principal)), id(id) {
+      : connection(std::move(connection)),
+        principal(std::move(principal)),
+        id(id),
+        usage(this->connection->server.metrics.principal(this->principal.name)) {
     ++this->connection->server.sessionsByPrincipal[this->principal.name];
   }
   ~SessionState() {
@@ -134,12 +141,27 @@ class SessionState {
   // The policy's answer, with no logging (filtering listings).
   bool permits(acl::Action action, std::string_view resource) const;
 
-  CallGuard enterCall(std::string_view method) const { return ConnectionState::enterCall(connection, method); }
+  CallGuard enterCall(std::string_view method) const {
+    ++usage.calls;
+    return ConnectionState::enterCall(connection, method);
+  }
   ServerState& server() const { return connection->server; }
+
+  // Program order for in-place calls. A call is enqueued once its inputs
+  // resolve, which may be later than a request that follows it (a download
+  // of a parameter the call updates, say). So a call that writes an input in
+  // place registers the promise of its enqueueing, and every later call or
+  // download of the session waits for it first: it sees the write.
+  kj::Promise<void> afterInPlaceCalls();
+  void addInPlaceCall(kj::Promise<void> enqueued);
 
   const std::shared_ptr<ConnectionState> connection;
   const acl::Principal principal;
   const uint64_t id;
+  PrincipalMetrics& usage;  // this principal's counters in server().metrics
+
+ private:
+  kj::Maybe<kj::ForkedPromise<void>> inPlace_;  // the latest in-place call's enqueueing
 };
 
 }  // namespace tensord::server

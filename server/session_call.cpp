@@ -45,10 +45,11 @@ kj::Promise<TensorImpl*> resolveInput(ServerState& server, const compute::OpSpec
       });
 }
 
-void finishCall(const std::shared_ptr<SessionState>& session, capnp::CallContext<proto::Session::CallParams, proto::Session::CallResults> context,
+void finishCall(const std::shared_ptr<SessionState>& session,
+                capnp::CallContext<proto::Session::CallParams, proto::Session::CallResults> context,
                 const compute::OpSpec& op, kj::Array<TensorImpl*> impls,
                 const std::vector<compute::TensorView>& inputViews, const std::vector<compute::TensorDesc>& outDescs,
-                const compute::Attrs& attrs);
+                const compute::Attrs& attrs, OpMeter meter);
 
 }  // namespace
 
@@ -56,10 +57,13 @@ kj::Promise<void> SessionImpl::call(CallContext context) {
   auto guard = session_->enterCall("call");
   ServerState& server = session_->server();
   server.quotas.chargeCall(session_->principal.name, "call");
+  ++session_->usage.ops;
   auto params = context.getParams();
   const std::string op = params.getOp();
   const compute::OpSpec* spec = server.engine.ops().find(op);
   if (spec == nullptr) kj::throwFatalException(unimplemented("unknown op '" + op + "'"));
+  // From here on the call counts for its op: completed, or failed however it ends.
+  OpMeter meter(server.metrics.op(spec->name));
   session_->authorize(acl::Action::kCallOp, op, spec->category);
   compute::Attrs attrs =
       mapComputeErrors([&] { return compute::validateAttrs(*spec, attrsFromWire(params.getAttrs(), op)); });
@@ -71,8 +75,8 @@ kj::Promise<void> SessionImpl::call(CallContext context) {
   auto resolving = kj::heapArrayBuilder<kj::Promise<TensorImpl*>>(capArray.size());
   for (size_t i = 0; i < capArray.size(); ++i) resolving.add(resolveInput(server, *spec, i, capArray[i]));
 
-  auto enqueue = [session = session_, context, spec,
-                  attrs = std::move(attrs)](kj::Array<TensorImpl*> impls) mutable -> kj::Promise<void> {
+  auto enqueue = [session = session_, context, spec, attrs = std::move(attrs),
+                  meter = std::move(meter)](kj::Array<TensorImpl*> impls) mutable -> kj::Promise<void> {
     ServerState& server = session->server();
     std::vector<compute::TensorDesc> descs;
     std::vector<compute::TensorView> inputViews;
@@ -92,7 +96,7 @@ kj::Promise<void> SessionImpl::call(CallContext context) {
     std::vector<compute::TensorDesc> inferred =
         mapComputeErrors([&] { return compute::inferOutputs(*spec, descs, attrs); });
     if (!spec->shapeFromDevice()) {
-      finishCall(session, context, *spec, kj::mv(impls), inputViews, inferred, attrs);
+      finishCall(session, context, *spec, kj::mv(impls), inputViews, inferred, attrs, std::move(meter));
       return kj::READY_NOW;
     }
     // The output shapes depend on the input values (masked_select): ask the
@@ -102,22 +106,40 @@ kj::Promise<void> SessionImpl::call(CallContext context) {
     mapComputeErrors(spec->name, [&] {
       server.engine.enqueueShapeQuery(session->principal.name, *spec, inputViews, attrs, shapes, std::move(done.completion));
     });
-    return done.promise.then([session, context, spec, impls = kj::mv(impls), inputViews = std::move(inputViews),
-                              shapes, attrs = std::move(attrs)]() mutable {
-      finishCall(session, context, *spec, kj::mv(impls), inputViews, *shapes, attrs);
+    return done.promise.then([session, context, spec, impls = kj::mv(impls), inputViews = std::move(inputViews), shapes,
+                              attrs = std::move(attrs), meter = std::move(meter)]() mutable {
+      finishCall(session, context, *spec, kj::mv(impls), inputViews, *shapes, attrs, std::move(meter));
     });
   };
 
-  return kj::joinPromises(resolving.finish()).then(kj::mv(enqueue)).attach(kj::mv(capArray), kj::mv(guard));
+  // Wait for the session's earlier in-place calls (see SessionState::addInPlaceCall).
+  kj::Promise<void> before = session_->afterInPlaceCalls();
+  auto resolved =
+      before.then([resolving = resolving.finish()]() mutable { return kj::joinPromises(kj::mv(resolving)); });
+  if (spec->mutates.empty()) {
+    return resolved.then(kj::mv(enqueue)).attach(kj::mv(capArray), kj::mv(guard));
+  }
+  auto paf = kj::newPromiseAndFulfiller<void>();
+  session_->addInPlaceCall(kj::mv(paf.promise));
+  auto done = std::make_shared<kj::Own<kj::PromiseFulfiller<void>>>(kj::mv(paf.fulfiller));
+  return resolved.then(kj::mv(enqueue))
+      .then([done]() { (*done)->fulfill(); },
+            [done](kj::Exception&& e) {
+              (*done)->fulfill();
+              kj::throwFatalException(kj::mv(e));
+            })
+      .attach(kj::mv(capArray), kj::mv(guard));
 }
 
 namespace {
 
 // Allocates the outputs (or makes the view), enqueues the op and fills in the
 // call's results.
-void finishCall(const std::shared_ptr<SessionState>& session, capnp::CallContext<proto::Session::CallParams, proto::Session::CallResults> context, const compute::OpSpec& op,
-                kj::Array<TensorImpl*> impls, const std::vector<compute::TensorView>& inputViews,
-                const std::vector<compute::TensorDesc>& outDescs, const compute::Attrs& attrs) {
+void finishCall(const std::shared_ptr<SessionState>& session,
+                capnp::CallContext<proto::Session::CallParams, proto::Session::CallResults> context,
+                const compute::OpSpec& op, kj::Array<TensorImpl*> impls,
+                const std::vector<compute::TensorView>& inputViews, const std::vector<compute::TensorDesc>& outDescs,
+                const compute::Attrs& attrs, OpMeter meter) {
   ServerState& server = session->server();
   const compute::OpSpec* spec = &op;
   {
@@ -158,6 +180,7 @@ void finishCall(const std::shared_ptr<SessionState>& session, capnp::CallContext
       auto outCaps = kj::heapArrayBuilder<proto::Tensor::Client>(1);
       outCaps.add(TensorImpl::makeCap(session, std::move(entry)));
       reply(outCaps.finish());
+      meter.succeed();
       return;
     }
 
@@ -191,13 +214,17 @@ void finishCall(const std::shared_ptr<SessionState>& session, capnp::CallContext
       produced.push_back(entry);
       outCaps.add(TensorImpl::makeCap(session, std::move(entry)));
     }
-    server.addTask(
-        done.promise.catch_([produced = std::move(produced), op = spec->name, &log = server.log](kj::Exception&& e) {
-          log.error("{} failed on the device: {}", op, e.getDescription().cStr());
-          for (const auto& weak : produced) {
-            if (auto entry = weak.lock()) markFailed(*entry, e);
-          }
-        }).attach(kj::mv(inflight)));
+    auto completion = kj::heap<OpMeter>(std::move(meter));  // counts the op done when the device is
+    OpMeter& completing = *completion;
+    server.addTask(done.promise
+                       .then([&completing]() { completing.succeed(); },
+                             [produced = std::move(produced), op = spec->name, &log = server.log](kj::Exception&& e) {
+                               log.error("{} failed on the device: {}", op, e.getDescription().cStr());
+                               for (const auto& weak : produced) {
+                                 if (auto entry = weak.lock()) markFailed(*entry, e);
+                               }
+                             })
+                       .attach(kj::mv(inflight), kj::mv(completion)));
     reply(outCaps.finish());
   }
 }

@@ -28,6 +28,9 @@ class SessionImpl final : public proto::Session::Server {
   kj::Promise<void> deleteTensor(DeleteTensorContext context) override;
   kj::Promise<void> adminReload(AdminReloadContext context) override;  // session_admin.cpp
   kj::Promise<void> status(StatusContext context) override;            // session_admin.cpp
+  kj::Promise<void> loadFile(LoadFileContext context) override;        // session_files.cpp
+  kj::Promise<void> saveFile(SaveFileContext context) override;        // session_files.cpp
+  kj::Promise<void> stats(StatsContext context) override;              // session_stats.cpp
 
  private:
   std::shared_ptr<SessionState> session_;

@@ -1,5 +1,6 @@
 #include "server/systemd_notify.h"
 
+#include <cstdlib>
 #include <string>
 
 #ifdef TENSORD_HAVE_SYSTEMD
@@ -13,6 +14,15 @@ void notifySystemd(std::string_view state) {
   sd_notify(0, std::string(state).c_str());
 #else
   (void)state;
+#endif
+}
+
+bool systemdNotifying() {
+#ifdef TENSORD_HAVE_SYSTEMD
+  const char* socket = std::getenv("NOTIFY_SOCKET");
+  return socket != nullptr && *socket != '\0';
+#else
+  return false;
 #endif
 }
 

@@ -39,6 +39,13 @@ kj::Promise<void> TensorImpl::download(DownloadContext context) {
   auto guard = session_->enterCall("download");
   session_->server().quotas.chargeCall(session_->principal.name, "download");
   session_->authorize(acl::Action::kReadTensor, resource());
+  // After the session's earlier in-place calls, so the bytes include their writes.
+  return session_->afterInPlaceCalls().then([this, context, guard = kj::mv(guard)]() mutable {
+    return streamDownload(context).attach(kj::mv(guard));
+  });
+}
+
+kj::Promise<void> TensorImpl::streamDownload(DownloadContext context) {
   checkNotFailed(*entry_);
   auto params = context.getParams();
   const uint64_t size = entry_->bytes();
@@ -55,8 +62,7 @@ kj::Promise<void> TensorImpl::download(DownloadContext context) {
                                    std::to_string(length) + ") is past the end of " + entry_->label() + " (" +
                                    std::to_string(size) + " bytes)"));
   }
-  return streamToSink(session_->server(), session_->principal.name, entry_, params.getSink(), offset, length)
-      .attach(kj::mv(guard));
+  return streamToSink(session_->server(), session_->principal.name, entry_, params.getSink(), offset, length);
 }
 
 kj::Promise<void> TensorImpl::save(SaveContext context) {

@@ -36,6 +36,8 @@ class TensorImpl final : public proto::Tensor::Server {
   kj::Promise<void> save(SaveContext context) override;
 
  private:
+  kj::Promise<void> streamDownload(DownloadContext context);  // download, once it may start
+
   std::shared_ptr<SessionState> session_;
   std::shared_ptr<TensorEntry> entry_;
   std::string via_;

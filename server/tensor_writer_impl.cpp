@@ -43,6 +43,8 @@ kj::Promise<void> TensorWriterImpl::writeNow(WriteContext context) {
                                    " bytes at offset " + std::to_string(received_) + ")"));
   }
   received_ += size;
+  session_->server().metrics.bytesIn += size;
+  session_->usage.bytesIn += size;
   return copyIn(context, 0).then([this]() {
     // Do not sit on a half-filled slot while others wait for one; keep it
     // otherwise, but hand it over as soon as someone has to wait.

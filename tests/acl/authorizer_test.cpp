@@ -10,7 +10,7 @@ TEST(AuthorizerTest, DefaultPolicyAllowsEverything) {
   const Principal alice{"alice"};
   for (Action action : {Action::kCallOp, Action::kReadTensor, Action::kWriteTensor, Action::kDeleteTensor,
                         Action::kSaveTensor, Action::kRestoreTensor, Action::kListTensors, Action::kAdminReload,
-                        Action::kAdminUsage}) {
+                        Action::kAdminUsage, Action::kLoadFile, Action::kSaveFile}) {
     Decision d = authorizer.check(alice, {action, "x"});
     EXPECT_TRUE(d.allowed) << actionName(action);
     EXPECT_TRUE(d.reason.empty());
@@ -54,6 +54,8 @@ TEST(AuthorizerTest, ActionNames) {
   EXPECT_EQ(actionName(Action::kListTensors), "list");
   EXPECT_EQ(actionName(Action::kAdminReload), "admin:reload");
   EXPECT_EQ(actionName(Action::kAdminUsage), "admin:usage");
+  EXPECT_EQ(actionName(Action::kLoadFile), "files:load");
+  EXPECT_EQ(actionName(Action::kSaveFile), "files:save");
 }
 
 }  // namespace

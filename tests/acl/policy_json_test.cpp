@@ -127,6 +127,27 @@ TEST(PolicyJsonTest, AdminRights) {
   EXPECT_FALSE(ask(*all, "a", Action::kAdminReload, "").allowed);
 }
 
+TEST(PolicyJsonTest, FilesRights) {
+  auto p = JsonPolicy::parse(
+      R"({"principals": {"loader": {"rules": ["&files:load"]}, "both": {"rules": ["&files:*", "-&files:save"]},
+                         "admin": {"rules": ["&admin:*", "+@all", "~*:rwd"]}}})");
+  EXPECT_TRUE(ask(*p, "loader", Action::kLoadFile, "ckpt/model.safetensors").allowed);
+  const Decision denied = ask(*p, "loader", Action::kSaveFile, "out.safetensors");
+  EXPECT_FALSE(denied.allowed);
+  EXPECT_EQ(denied.reason, "no rule grants &files:save");
+  EXPECT_TRUE(ask(*p, "both", Action::kLoadFile, "x").allowed);
+  EXPECT_EQ(ask(*p, "both", Action::kSaveFile, "x").reason, "rule '-&files:save' of principal 'both' denies it");
+  // Admin rights, ops and tensor rights grant no file access.
+  EXPECT_FALSE(ask(*p, "admin", Action::kLoadFile, "x").allowed);
+  EXPECT_FALSE(ask(*p, "admin", Action::kSaveFile, "x").allowed);
+  try {
+    JsonPolicy::parse(R"({"roles": {"r": {"rules": ["&files:delete"]}}})");
+    ADD_FAILURE() << "&files:delete parsed";
+  } catch (const PolicyError& e) {
+    EXPECT_STREQ(e.what(), "roles.r.rules[0]: unknown files right 'delete' in '&files:delete' (known: load, save, *)");
+  }
+}
+
 TEST(PolicyJsonTest, ReservedCategoriesParse) {
   auto p = JsonPolicy::parse(
       R"({"principals": {"a": {"rules": ["+@optim", "+@collective", "+@admin", "+@kernel", "+@shape", "+@index",

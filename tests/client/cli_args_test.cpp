@@ -96,6 +96,18 @@ TEST(CliArgs, PutGetRm) {
   EXPECT_EQ(parse({"rm", "a", "b"}).args.size(), 2u);
 }
 
+TEST(CliArgs, LoadSaveAndSafetensorsPutGet) {
+  Options o = parse({"load", "m.safetensors", "--prefix", "m/"});
+  EXPECT_EQ(o.args, (std::vector<std::string>{"m.safetensors"}));
+  EXPECT_EQ(o.prefix, "m/");
+  EXPECT_TRUE(o.hasPrefix);
+  o = parse({"save", "out.safetensors", "a", "b", "--prefix=m/"});
+  EXPECT_EQ(o.args, (std::vector<std::string>{"out.safetensors", "a", "b"}));
+  EXPECT_EQ(o.prefix, "m/");
+  EXPECT_FALSE(parse({"save", "all.safetensors"}).hasPrefix);
+  EXPECT_EQ(parse({"get", "a", "b", "c", "x.safetensors"}).args.size(), 4u);
+}
+
 TEST(CliArgs, LsPrefixLimitAfter) {
   Options o = parse({"ls"});
   EXPECT_TRUE(o.args.empty());
@@ -127,8 +139,12 @@ TEST(CliArgs, UsageErrors) {
   EXPECT_EQ(usageErrorOf({}), "no command given");
   EXPECT_EQ(usageErrorOf({"frobnicate"}), "unknown command 'frobnicate'");
   EXPECT_EQ(usageErrorOf({"info", "--frob"}), "unknown option '--frob'");
-  EXPECT_EQ(usageErrorOf({"put", "a"}), "usage: tensorctl put NAME FILE.npy");
-  EXPECT_EQ(usageErrorOf({"get", "a", "b", "c"}), "usage: tensorctl get NAME FILE.npy");
+  EXPECT_EQ(usageErrorOf({"put", "a"}), "usage: tensorctl put NAME FILE.npy|FILE.safetensors");
+  EXPECT_EQ(usageErrorOf({"get", "a"}), "usage: tensorctl get NAME... FILE.npy|FILE.safetensors");
+  EXPECT_EQ(usageErrorOf({"get", "a", "b", "c.npy"}),
+            "get: several names need a .safetensors file (a .npy file holds one tensor)");
+  EXPECT_EQ(usageErrorOf({"load"}), "usage: tensorctl load FILE.safetensors [--prefix P]");
+  EXPECT_EQ(usageErrorOf({"ls", "--prefix", "p"}), "--prefix is only valid for 'load' and 'save'");
   EXPECT_EQ(usageErrorOf({"info", "x"}), "usage: tensorctl info");
   EXPECT_EQ(usageErrorOf({"rm"}), "usage: tensorctl rm NAME...");
   EXPECT_EQ(usageErrorOf({"call", "matmul", "a", "b"}), "call needs --out NAME (the name to save the output under)");

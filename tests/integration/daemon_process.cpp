@@ -50,6 +50,7 @@ DaemonProcess::DaemonProcess(DaemonOptions options) : options_(std::move(options
       {"state_dir", (dir_ / "state").string()},
       {"cache_dir", (dir_ / "cache").string()},
       {"log_level", options_.logLevel},
+      {"metrics", {{"listen", "127.0.0.1:0"}}},  // never a fixed port: tests run side by side
       {"auth", {{"tokens", {{{"principal", options_.principal}, {"token_sha256", sha256Hex(options_.token)}}}}}},
   };
   if (!options_.limits.empty()) config["limits"] = options_.limits;
@@ -57,11 +58,18 @@ DaemonProcess::DaemonProcess(DaemonOptions options) : options_(std::move(options
   configPath_ = dir_ / "tensord.json";
   std::ofstream(configPath_) << config.dump(2) << "\n";
 
-  process_ = std::make_unique<Subprocess>(
-      std::vector<std::string>{options_.binary.string(), "--config", configPath_.string(), "--listen", options_.listen});
+  std::vector<std::string> argv = options_.wrapper;
+  for (const auto& arg : {options_.binary.string(), std::string("--config"), configPath_.string(),
+                          std::string("--listen"), options_.listen}) {
+    argv.push_back(arg);
+  }
+  argv.insert(argv.end(), options_.args.begin(), options_.args.end());
+  process_ = std::make_unique<Subprocess>(argv, options_.env);
 
   // Read lines until the address appears (or the daemon exits / time runs out).
+  // The metrics endpoint's line comes before it.
   const std::string marker = "listening on ";
+  const std::string metricsMarker = "metrics on http://";
   auto deadline = std::chrono::steady_clock::now() + options_.startTimeout;
   std::string pending;
   std::string failure;
@@ -87,6 +95,11 @@ DaemonProcess::DaemonProcess(DaemonOptions options) : options_(std::move(options
     while ((eol = pending.find('\n')) != std::string::npos) {
       std::string line = pending.substr(0, eol);
       pending.erase(0, eol + 1);
+      if (size_t at = line.find(metricsMarker); at != std::string::npos) {
+        std::string rest = line.substr(at + metricsMarker.size());
+        metricsAddress_ = rest.substr(0, rest.find('/'));
+        continue;
+      }
       size_t at = line.find(marker);
       if (at == std::string::npos) continue;
       std::string rest = line.substr(at + marker.size());

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "tests/integration/process.h"
 
@@ -28,6 +29,9 @@ struct DaemonOptions {
   std::string listen = "127.0.0.1:0";  // the config's listen and the --listen flag
   nlohmann::json limits = nlohmann::json::object();  // merged into the config's "limits"
   nlohmann::json extra = nlohmann::json::object();   // merged into the config's top level
+  EnvChanges env;                                    // the daemon's environment changes (NOTIFY_SOCKET ...)
+  std::vector<std::string> wrapper;                  // runs `wrapper... tensord ARGS` (an exec wrapper), if set
+  std::vector<std::string> args;                     // extra daemon arguments (--log-level debug)
   std::chrono::milliseconds startTimeout = std::chrono::seconds(90);
 };
 
@@ -41,6 +45,9 @@ class DaemonProcess {
   DaemonProcess& operator=(const DaemonProcess&) = delete;
 
   const std::string& address() const { return address_; }  // "127.0.0.1:PORT"
+  // "127.0.0.1:PORT" of the Prometheus endpoint (the config's metrics.listen
+  // is 127.0.0.1:0 unless `extra` says otherwise); "" when off.
+  const std::string& metricsAddress() const { return metricsAddress_; }
   const std::string& token() const { return options_.token; }
   const std::string& principal() const { return options_.principal; }
   const std::filesystem::path& configPath() const { return configPath_; }
@@ -61,6 +68,7 @@ class DaemonProcess {
   std::filesystem::path dir_;
   std::filesystem::path configPath_;
   std::string address_;
+  std::string metricsAddress_;
   mutable std::mutex mu_;
   std::string log_;  // GUARDED_BY(mu_)
   std::unique_ptr<Subprocess> process_;

@@ -255,6 +255,27 @@ TEST(ConfigTest, ConfiguredDirectoriesWinAndRelativeOnesFollowTheConfigFile) {
   EXPECT_EQ(c.cacheDir, "/etc/tensord/cache");
 }
 
+TEST(ConfigTest, FilesDirsParseAndResolveAgainstTheConfigDirectory) {
+  EXPECT_TRUE(parseConfig(withAuth("")).files.dirs.empty());  // no server-side files unless listed
+  Config c = parseConfig(withAuth(R"("files": {"dirs": ["/srv/ckpt/", "models", "a/../b"]})"));
+  resolveDirectories(c, "/etc/tensord", fakeEnv({{"HOME", "/home/u"}}));
+  EXPECT_EQ(c.files.dirs, (std::vector<std::filesystem::path>{"/srv/ckpt/", "/etc/tensord/models", "/etc/tensord/b"}));
+  EXPECT_EQ(errorOf(withAuth(R"("files": {"dirs": "/srv"})")), "files.dirs: expected a list of directories, got \"/srv\"");
+  EXPECT_EQ(errorOf(withAuth(R"("files": {"dirs": [""]})")), "files.dirs[0]: must not be empty");
+  EXPECT_EQ(errorOf(withAuth(R"("files": {"dirs": [3]})")), "files.dirs[0]: expected a string, got 3");
+  EXPECT_TRUE(startsWith(errorOf(withAuth(R"("files": {"dir": []})")), "files.dir: unknown key (known keys here: dirs)"));
+
+  // The daemon's own directories are out of clients' reach.
+  Config own = parseConfig(withAuth(R"("state_dir": "/srv/tensord/state", "files": {"dirs": ["/tmp", "/srv/tensord/"]})"));
+  try {
+    resolveDirectories(own, "/etc/tensord", fakeEnv({{"HOME", "/home/u"}}));
+    ADD_FAILURE() << "a files.dirs entry holding state_dir was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(), "files.dirs[1]: /srv/tensord/ contains state_dir /srv/tensord/state; clients must not reach "
+                           "the daemon's own files");
+  }
+}
+
 TEST(ConfigTest, UnresolvableDirectoryNamesItsKey) {
   Config c = parseConfig(withAuth(""));
   try {

@@ -118,6 +118,55 @@ struct SessionStatus {
   std::vector<QuotaUse> quotas;    // the quotas the policy sets for the principal
 };
 
+// The daemon's load (Session.stats, Client::daemonStats). Durations in seconds.
+struct OpStats {
+  std::string op;
+  uint64_t completed = 0;  // calls whose work finished
+  uint64_t failed = 0;     // refused once the op was known, or failed on the device
+  // From a call's arrival to its work's completion (histogram estimates).
+  double latencyP50 = 0, latencyP90 = 0, latencyP99 = 0, latencyMax = 0;
+  // Device time (timestamp queries); 0 where the device has none.
+  double deviceSeconds = 0, deviceP50 = 0, deviceP99 = 0;
+};
+
+struct PrincipalStats {
+  std::string principal;
+  uint64_t deviceBytes = 0;  // device memory of its live tensors
+  uint64_t tensors = 0;      // live tensors it owns
+  uint64_t sessions = 0;     // open sessions
+  uint64_t calls = 0;        // requests since the daemon started
+  uint64_t ops = 0;          // of which op calls
+  uint64_t bytesIn = 0;      // uploaded
+  uint64_t bytesOut = 0;     // downloaded
+};
+
+struct DaemonStats {
+  std::string version;
+  double uptimeSeconds = 0;
+  DeviceInfo device;
+  MemoryStats memory;
+  uint64_t connections = 0;          // open sockets
+  uint64_t connectionsAccepted = 0;  // since start
+  uint64_t sessions = 0;
+  uint64_t inflightCalls = 0;
+  uint64_t queuedJobs = 0;  // device work waiting for a batch
+  uint64_t bytesIn = 0;
+  uint64_t bytesOut = 0;
+  uint64_t opsExecuted = 0;
+  bool deviceTimestamps = false;  // whether OpStats' device times are measured
+  std::string metricsAddress;     // HOST:PORT of the Prometheus endpoint; "" when off
+  std::vector<PrincipalStats> principals;
+  std::vector<OpStats> ops;
+};
+
+// A safetensors file on the daemon's disk and the tensors it moved
+// (Client::loadFile, Client::saveFile).
+struct FileTransfer {
+  std::string path;                 // the file, as the daemon resolved it
+  std::vector<TensorInfo> tensors;  // load: the tensors made, in file order; save: those written, by daemon name
+  uint64_t bytes = 0;               // load: the tensor bytes read; save: the file's size
+};
+
 // One page of a tensor listing (Client::listPage).
 struct TensorPage {
   std::vector<TensorInfo> tensors;
@@ -216,8 +265,29 @@ class Client {
   // Has the daemon re-read its tokens and policy (as SIGHUP does); needs the
   // `&admin:reload` right. Throws Error with the daemon's message.
   void adminReload();
+  // Has the daemon read a safetensors file from its own disk into named
+  // tensors: tensor T of the file becomes prefix + T. `path` must lie in one
+  // of the directories the daemon's config lists under files.dirs (relative:
+  // to the first). All or nothing: a bad file or a missing right loads
+  // nothing. A name that exists is replaced only with `overwrite`. Needs the
+  // `&files:load` right and `w` on the names. `progress` gets (bytes on the
+  // device, bytes in the file). Throws Error.
+  FileTransfer loadFile(std::string_view path, std::string_view prefix = {}, bool overwrite = false,
+                        const Progress& progress = {});
+  // Has the daemon write named tensors to a safetensors file on its disk
+  // (files.dirs as for loadFile): the tensors prefix + NAME for each of
+  // `names`, or with no names every tensor the caller may read whose name
+  // starts with `prefix`; in the file without the prefix. The file appears
+  // whole or not at all; an existing one is replaced only with `overwrite`.
+  // Needs the `&files:save` right and `r` on the names. Throws Error.
+  FileTransfer saveFile(std::string_view path, const std::vector<std::string>& names = {},
+                        std::string_view prefix = {}, bool overwrite = false, const Progress& progress = {});
   std::vector<OpInfo> ops();
   CallStats stats() const;
+  // The daemon's load: device, memory, connections, queue, bytes moved, per
+  // principal and per op (Session.stats). Needs the
+  // `&admin:usage` right; throws Error (kUnimplemented from an older daemon).
+  DaemonStats daemonStats();
 
   Tensor upload(DType dtype, Shape shape, std::span<const std::byte> data, const Progress& progress = {});
   Tensor upload(Shape shape, std::span<const float> data);

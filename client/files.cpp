@@ -1,0 +1,70 @@
+// Client::loadFile and Client::saveFile: safetensors files on the daemon's disk.
+
+#include "client/connection.h"
+#include "client/wire.h"
+
+namespace tensord {
+namespace {
+
+// Receives the daemon's Progress.update calls.
+class ProgressServer final : public proto::Progress::Server {
+ public:
+  explicit ProgressServer(Progress progress) : progress_(std::move(progress)) {}
+
+ protected:
+  kj::Promise<void> update(UpdateContext context) override {
+    auto params = context.getParams();
+    progress_(params.getDone(), params.getTotal());
+    return kj::READY_NOW;
+  }
+
+ private:
+  Progress progress_;
+};
+
+template <typename Request>
+void setProgress(Request& request, const Progress& progress) {
+  if (progress) request.setProgress(kj::heap<ProgressServer>(progress));
+}
+
+}  // namespace
+
+FileTransfer Client::loadFile(std::string_view path, std::string_view prefix, bool overwrite,
+                              const Progress& progress) {
+  auto& conn = *impl_->conn;
+  return conn.blocking([&] {
+    auto request = conn.session().loadFileRequest();
+    request.setPath(std::string(path));
+    request.setPrefix(std::string(prefix));
+    request.setOverwrite(overwrite);
+    setProgress(request, progress);
+    auto response = request.send().wait(conn.waitScope());
+    FileTransfer out;
+    out.path = response.getPath().cStr();
+    for (auto info : response.getTensors()) out.tensors.push_back(wire::fromWire(info));
+    for (const auto& t : out.tensors) out.bytes += t.bytes;
+    return out;
+  });
+}
+
+FileTransfer Client::saveFile(std::string_view path, const std::vector<std::string>& names, std::string_view prefix,
+                              bool overwrite, const Progress& progress) {
+  auto& conn = *impl_->conn;
+  return conn.blocking([&] {
+    auto request = conn.session().saveFileRequest();
+    request.setPath(std::string(path));
+    auto list = request.initNames(capnp::uint(names.size()));
+    for (size_t i = 0; i < names.size(); ++i) list.set(capnp::uint(i), names[i]);
+    request.setPrefix(std::string(prefix));
+    request.setOverwrite(overwrite);
+    setProgress(request, progress);
+    auto response = request.send().wait(conn.waitScope());
+    FileTransfer out;
+    out.path = response.getPath().cStr();
+    for (auto info : response.getTensors()) out.tensors.push_back(wire::fromWire(info));
+    out.bytes = response.getBytes();
+    return out;
+  });
+}
+
+}  // namespace tensord

@@ -1,0 +1,700 @@
+// tensord._core: the C++ client library (client/include/tensord/) bound for
+// Python. This layer is thin on purpose: it converts types, releases the GIL
+// around everything that may wait on the network, maps tensord::Error onto
+// Python exceptions and enforces the client's thread rule. The PyTorch-like
+// surface (operators, indexing, the op namespace, nn, optim) is the pure
+// Python package next to it (tensord/).
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+// Besides the public API, two internal pieces of the client library: a
+// download that returns the tensor's info with its bytes in one round trip,
+// and a call with an explicit output count (split, chunk); and tensorctl's
+// resolution of the connect settings (cli_args).
+#include "client/cli_args.h"
+#include "client/connection.h"
+#include "client/transfer.h"
+#include "tensord/client.h"
+#include "tensord/optim.h"
+
+namespace py = pybind11;
+
+namespace {
+
+// The exception classes, created at import (tensord.Error and subclasses).
+PyObject* gError = nullptr;
+PyObject* gRefused = nullptr;
+PyObject* gOverloaded = nullptr;
+PyObject* gDisconnected = nullptr;
+PyObject* gUnimplemented = nullptr;
+PyObject* gThreadError = nullptr;
+
+// Raised as tensord.ThreadError.
+struct WrongThread : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+std::string threadName(std::thread::id id) {
+  std::ostringstream out;
+  out << id;
+  return out.str();
+}
+
+// One Client and the thread it belongs to. KJ's event loop is per thread, so
+// a Client and every tensor it made may only be touched by the thread that
+// created it; the binding checks that on every call. A handle dropped on
+// another thread (by Python's reference counting) is parked here and released
+// by the owner thread's next call, since releasing a capability touches the
+// event loop.
+class Session {
+ public:
+  explicit Session(tensord::ConnectOptions options)
+      : owner_(std::this_thread::get_id()), client_(std::make_unique<tensord::Client>(std::move(options))) {}
+
+  ~Session() {
+    if (std::this_thread::get_id() == owner_) return;
+    // The last reference went away on another thread: the event loop belongs
+    // to the owner, so the connection cannot be closed from here. Leak it; the
+    // daemon frees the unnamed tensors when the process exits.
+    static_cast<void>(client_.release());
+    static_cast<void>(new std::vector<std::shared_ptr<void>>(std::move(parked_)));
+  }
+
+  // Throws WrongThread unless called on the owner thread; there, releases
+  // what other threads parked.
+  void check(const char* what) {
+    if (std::this_thread::get_id() != owner_) {
+      throw WrongThread(std::string(what) + ": this tensord Client (and every tensor it made) belongs to thread " +
+                        threadName(owner_) + ", which created it; it was used from thread " +
+                        threadName(std::this_thread::get_id()) + ". Call tensord.connect() in each thread instead.");
+    }
+    std::vector<std::shared_ptr<void>> released;
+    {
+      std::lock_guard lock(parkedMutex_);
+      released.swap(parked_);
+    }
+  }
+
+  bool onOwnerThread() const { return std::this_thread::get_id() == owner_; }
+
+  // Keeps `object` alive until the owner thread's next call.
+  void park(std::shared_ptr<void> object) {
+    std::lock_guard lock(parkedMutex_);
+    parked_.push_back(std::move(object));
+  }
+
+  tensord::Client& client() { return *client_; }
+
+ private:
+  std::thread::id owner_;
+  std::unique_ptr<tensord::Client> client_;
+  std::mutex parkedMutex_;
+  std::vector<std::shared_ptr<void>> parked_;
+};
+
+// A tensor handle together with its client's session.
+class PyTensor {
+ public:
+  PyTensor(std::shared_ptr<Session> session, tensord::Tensor tensor)
+      : session_(std::move(session)), tensor_(std::move(tensor)) {}
+  PyTensor(const PyTensor&) = delete;
+  PyTensor& operator=(const PyTensor&) = delete;
+  ~PyTensor() {
+    if (session_ && !session_->onOwnerThread()) session_->park(std::make_shared<tensord::Tensor>(std::move(tensor_)));
+  }
+
+  // The handle, after the thread check.
+  tensord::Tensor& use(const char* what) {
+    session_->check(what);
+    return tensor_;
+  }
+  const std::shared_ptr<Session>& session() const { return session_; }
+
+ private:
+  std::shared_ptr<Session> session_;
+  tensord::Tensor tensor_;
+};
+
+using TensorList = std::vector<std::unique_ptr<PyTensor>>;
+
+std::unique_ptr<PyTensor> wrap(const std::shared_ptr<Session>& session, tensord::Tensor tensor) {
+  if (!tensor) return nullptr;
+  return std::make_unique<PyTensor>(session, std::move(tensor));
+}
+
+// The handles of `tensors`, which must all belong to `session`.
+std::vector<tensord::Tensor> unwrapAll(const Session& session, const std::vector<PyTensor*>& tensors,
+                                       const std::string& what) {
+  std::vector<tensord::Tensor> out;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (tensors[i] == nullptr) throw py::type_error(what + ": tensor " + std::to_string(i) + " is None");
+    if (tensors[i]->session().get() != &session) {
+      throw py::value_error(what + ": tensor " + std::to_string(i) +
+                            " belongs to another tensord Client (tensors cannot move between clients; "
+                            "download it with numpy() and upload it again)");
+    }
+    out.push_back(tensors[i]->use(what.c_str()));
+  }
+  return out;
+}
+
+tensord::DType dtypeFromName(const std::string& name) {
+  for (tensord::DType d : {tensord::DType::F32, tensord::DType::F16, tensord::DType::BF16, tensord::DType::I32,
+                           tensord::DType::I64, tensord::DType::U8, tensord::DType::Bool}) {
+    if (tensord::dtypeName(d) == name) return d;
+  }
+  throw py::value_error("unknown dtype '" + name + "' (expected f32, f16, bf16, i32, i64, u8 or bool)");
+}
+
+std::string dtypeNameOf(tensord::DType d) { return std::string(tensord::dtypeName(d)); }
+
+// An attribute value from Python: bool, int, float, str, or a list/tuple of
+// ints (or of numbers: floats). bool is checked before int, since Python's
+// bool is an int.
+tensord::AttrValue attrValue(const std::string& name, py::handle value) {
+  if (PyBool_Check(value.ptr())) return value.cast<bool>();
+  if (PyLong_Check(value.ptr())) return value.cast<int64_t>();
+  if (PyFloat_Check(value.ptr())) return value.cast<double>();
+  if (PyUnicode_Check(value.ptr())) return value.cast<std::string>();
+  if (PyList_Check(value.ptr()) || PyTuple_Check(value.ptr())) {
+    auto seq = py::reinterpret_borrow<py::sequence>(value);
+    bool allInts = true;
+    for (py::handle item : seq) {
+      if (PyBool_Check(item.ptr()) || !(PyLong_Check(item.ptr()) || PyFloat_Check(item.ptr()))) {
+        throw py::type_error("attribute '" + name + "': expected a list of ints or floats; got an element of type " +
+                             std::string(py::str(py::type::of(item).attr("__name__"))));
+      }
+      allInts = allInts && PyLong_Check(item.ptr());
+    }
+    if (allInts) return seq.cast<std::vector<int64_t>>();
+    return seq.cast<std::vector<double>>();
+  }
+  throw py::type_error("attribute '" + name + "': expected a bool, int, float, str or a list of numbers; got " +
+                       std::string(py::str(py::type::of(value).attr("__name__"))));
+}
+
+tensord::Attrs attrsOf(const std::vector<std::pair<std::string, py::object>>& attrs) {
+  tensord::Attrs out;
+  for (const auto& [name, value] : attrs) out.emplace_back(name, attrValue(name, value));
+  return out;
+}
+
+// Relays the client library's transfer progress to an optional Python
+// callable, and lets Ctrl-C abort a long transfer: the callback checks for a
+// pending signal and throws, which ends the transfer; the KeyboardInterrupt
+// (or whatever the callable raised) is re-raised once the transfer unwound.
+class ProgressRelay {
+ public:
+  explicit ProgressRelay(py::object callback) : callback_(std::move(callback)) {}
+  ProgressRelay(const ProgressRelay&) = delete;
+  ProgressRelay& operator=(const ProgressRelay&) = delete;
+
+  // Called with the GIL released, on the thread that runs the transfer.
+  tensord::Progress progress() {
+    return [this](uint64_t done, uint64_t total) {
+      py::gil_scoped_acquire gil;
+      if (error_) throw Aborted();
+      try {
+        if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+        if (callback_ && !callback_.is_none()) callback_(done, total);
+      } catch (py::error_already_set& e) {
+        error_.emplace(std::move(e));
+        throw Aborted();
+      }
+    };
+  }
+
+  // With the GIL held, after the transfer threw: raises the Python error that
+  // aborted it, if that is what happened.
+  void raiseIfAborted() {
+    if (error_) {
+      py::error_already_set e = std::move(*error_);
+      error_.reset();
+      throw e;
+    }
+  }
+
+ private:
+  struct Aborted : std::exception {
+    const char* what() const noexcept override { return "transfer aborted by the Python progress callback"; }
+  };
+  py::object callback_;
+  std::optional<py::error_already_set> error_;
+};
+
+// Runs `body` (a transfer) with the GIL released, raising what aborted it.
+template <typename F>
+auto transfer(ProgressRelay& relay, F&& body) -> decltype(body()) {
+  try {
+    py::gil_scoped_release nogil;
+    return body();
+  } catch (...) {
+    relay.raiseIfAborted();
+    throw;
+  }
+}
+
+// A downloaded tensor: its info and its bytes as a flat uint8 array that owns
+// the buffer the client library filled (no copy).
+py::tuple download(PyTensor& self, py::object progress) {
+  tensord::Tensor& tensor = self.use("Tensor.numpy");
+  ProgressRelay relay(std::move(progress));
+  auto result = transfer(relay, [&] {
+    auto& impl = *tensord::Client::Impl::unwrap(tensor);
+    return tensord::detail::download(impl, relay.progress());
+  });
+  auto* bytes = new std::vector<std::byte>(std::move(result.second));
+  py::capsule owner(bytes, [](void* p) { delete static_cast<std::vector<std::byte>*>(p); });
+  py::array_t<uint8_t> array({py::ssize_t(bytes->size())}, {py::ssize_t(1)},
+                             reinterpret_cast<const uint8_t*>(bytes->data()), owner);
+  return py::make_tuple(std::move(result.first), std::move(array));
+}
+
+// tensorctl's resolution of the address, token and TLS files: the keyword
+// arguments play its flags, then TENSORD_ADDR / TENSORD_TOKEN / TENSORD_CA /
+// TENSORD_CERT / TENSORD_KEY, then the credentials file, then the defaults.
+tensord::ConnectOptions resolveOptions(const std::optional<std::string>& address,
+                                       const std::optional<std::string>& token, const std::optional<std::string>& ca,
+                                       const std::optional<std::string>& cert, const std::optional<std::string>& key) {
+  std::vector<std::string> args;
+  auto flag = [&](const char* name, const std::optional<std::string>& value) {
+    if (value) args.push_back(std::string(name) + "=" + *value);
+  };
+  flag("--connect", address);
+  flag("--token", token);
+  flag("--ca", ca);
+  flag("--cert", cert);
+  flag("--key", key);
+  args.push_back("whoami");
+  tensord::cli::Options options;
+  try {
+    options = tensord::cli::parseArgs(args, [](const char* name) { return std::getenv(name); });
+  } catch (const tensord::cli::UsageError& e) {
+    // Flag names mean little to a Python caller: name the keyword instead.
+    std::string message = e.what();
+    for (auto [flagName, keyword] : {std::pair{"--connect", "address"}, std::pair{"--token", "token"},
+                                     std::pair{"--cert", "cert"}, std::pair{"--key", "key"}, std::pair{"--ca", "ca"}}) {
+      for (size_t at; (at = message.find(flagName)) != std::string::npos;) {
+        message.replace(at, std::strlen(flagName), keyword);
+      }
+    }
+    throw py::value_error("tensord.connect: " + message);
+  }
+  return {.address = options.address,
+          .token = options.token,
+          .caFile = options.caFile,
+          .certFile = options.certFile,
+          .keyFile = options.keyFile};
+}
+
+class PyClient {
+ public:
+  PyClient(std::optional<std::string> address, std::optional<std::string> token, std::optional<std::string> ca,
+           std::optional<std::string> cert, std::optional<std::string> key) {
+    tensord::ConnectOptions options = resolveOptions(address, token, ca, cert, key);
+    address_ = options.address;
+    py::gil_scoped_release nogil;
+    session_ = std::make_shared<Session>(std::move(options));
+  }
+  PyClient(const PyClient&) = delete;
+  PyClient& operator=(const PyClient&) = delete;
+
+  const std::string& address() const { return address_; }
+
+  tensord::Client& use(const char* what) {
+    session_->check(what);
+    return session_->client();
+  }
+
+  // Runs `body(client)` with the GIL released.
+  template <typename F>
+  auto blocking(const char* what, F&& body) {
+    tensord::Client& client = use(what);
+    py::gil_scoped_release nogil;
+    return body(client);
+  }
+
+  std::unique_ptr<PyTensor> upload(const std::string& dtypeName, const tensord::Shape& shape, py::buffer data,
+                                   py::object progress) {
+    tensord::Client& client = use("Client.upload");
+    tensord::DType dtype = dtypeFromName(dtypeName);
+    py::buffer_info buffer = data.request();
+    // The package hands over C-contiguous arrays; check anyway, since the
+    // bytes are sent as they lie in memory.
+    py::ssize_t expectStride = buffer.itemsize;
+    for (py::ssize_t d = buffer.ndim - 1; d >= 0; --d) {
+      if (buffer.shape[size_t(d)] > 1 && buffer.strides[size_t(d)] != expectStride) {
+        throw py::value_error("upload: the buffer is not C-contiguous");
+      }
+      expectStride *= buffer.shape[size_t(d)];
+    }
+    std::span<const std::byte> bytes(static_cast<const std::byte*>(buffer.ptr),
+                                     size_t(buffer.size) * size_t(buffer.itemsize));
+    ProgressRelay relay(std::move(progress));
+    tensord::Tensor tensor =
+        transfer(relay, [&] { return client.upload(dtype, shape, bytes, relay.progress()); });
+    return wrap(session_, std::move(tensor));
+  }
+
+  // count < 0: as many outputs as the op table lists.
+  TensorList call(const std::string& op, const std::vector<PyTensor*>& inputs,
+                  const std::vector<std::pair<std::string, py::object>>& attrs, int64_t count) {
+    tensord::Client& client = use(op.c_str());
+    std::vector<tensord::Tensor> in = unwrapAll(*session_, inputs, op);
+    tensord::Attrs a = attrsOf(attrs);
+    std::vector<tensord::Tensor> out;
+    {
+      py::gil_scoped_release nogil;  // unknown ops cost a round trip to the op table
+      if (count < 0) {
+        out = client.call(op, std::move(in), std::move(a));
+      } else {
+        out = tensord::detail::callOp(client.impl().conn, op, in, a, size_t(count));
+      }
+    }
+    TensorList result;
+    for (auto& t : out) result.push_back(wrap(session_, std::move(t)));
+    return result;
+  }
+
+  std::unique_ptr<PyTensor> restore(const std::string& name) {
+    auto t = blocking("Client.restore", [&](tensord::Client& c) { return c.restore(name); });
+    return wrap(session_, std::move(t));
+  }
+
+  const std::shared_ptr<Session>& session() const { return session_; }
+
+ private:
+  std::string address_;
+  std::shared_ptr<Session> session_;
+};
+
+// The session every tensor of `params` belongs to (one, and not none).
+std::shared_ptr<Session> sessionOf(const std::vector<PyTensor*>& params, const char* what) {
+  if (params.empty()) throw py::value_error(std::string(what) + ": got an empty parameter list");
+  if (params.front() == nullptr) throw py::type_error(std::string(what) + ": parameter 0 is None");
+  return params.front()->session();
+}
+
+// The C++ optimizers, owned by the thread of their parameters' client.
+class PyOptimizer {
+ public:
+  PyOptimizer(std::shared_ptr<Session> session, std::unique_ptr<tensord::optim::Optimizer> optimizer)
+      : session_(std::move(session)), optimizer_(std::move(optimizer)) {}
+  ~PyOptimizer() {
+    if (!session_->onOwnerThread()) session_->park(std::shared_ptr<tensord::optim::Optimizer>(std::move(optimizer_)));
+  }
+  void step() {
+    session_->check("Optimizer.step");
+    py::gil_scoped_release nogil;
+    optimizer_->step();
+  }
+  void zeroGrad() {
+    session_->check("Optimizer.zero_grad");
+    optimizer_->zeroGrad();
+  }
+
+ private:
+  std::shared_ptr<Session> session_;
+  std::unique_ptr<tensord::optim::Optimizer> optimizer_;
+};
+
+template <typename Optimizer, typename Options>
+std::unique_ptr<PyOptimizer> makeOptimizer(const std::vector<PyTensor*>& params, const Options& options,
+                                           const char* what) {
+  std::shared_ptr<Session> session = sessionOf(params, what);
+  std::vector<tensord::Tensor> handles = unwrapAll(*session, params, what);
+  return std::make_unique<PyOptimizer>(session, std::make_unique<Optimizer>(std::move(handles), options));
+}
+
+// tensord.no_grad()'s engine: a tensord::NoGrad scope per `with` block.
+class NoGradScope {
+ public:
+  void enter() {
+    if (scope_) throw py::value_error("no_grad: this context manager is already entered");
+    scope_.emplace();
+  }
+  void exit() { scope_.reset(); }
+
+ private:
+  std::optional<tensord::NoGrad> scope_;
+};
+
+PyObject* newException(py::module_& m, const char* name, PyObject* base, const char* doc) {
+  std::string qualified = std::string("tensord.") + name;
+  PyObject* type = PyErr_NewExceptionWithDoc(qualified.c_str(), doc, base, nullptr);
+  if (type == nullptr) throw py::error_already_set();
+  m.add_object(name, py::handle(type));
+  return type;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "tensord's C++ client library, bound for Python (internal: use the tensord package)";
+
+  gError = newException(m, "Error", PyExc_RuntimeError,
+                        "An error of tensord: the daemon refused or failed a request, or could not be reached. "
+                        "The message is the daemon's (or the client library's).");
+  gRefused = newException(m, "Refused", gError,
+                          "The daemon refused or failed the request: bad arguments (shape, dtype, attribute), a "
+                          "name that does not exist, or an access policy that does not allow it.");
+  gOverloaded = newException(m, "Overloaded", gError,
+                             "Out of device memory or over a quota (device bytes, tensors, calls in flight); "
+                             "the request may succeed later.");
+  gDisconnected = newException(m, "Disconnected", gError,
+                               "The daemon cannot be reached, or the connection to it was lost (or refused the TLS "
+                               "handshake).");
+  gUnimplemented = newException(m, "Unimplemented", gError,
+                                "The daemon does not know the request: an unknown op or dtype, or a method an "
+                                "older daemon lacks.");
+  gThreadError = newException(m, "ThreadError", gError,
+                              "A Client or one of its tensors was used from a thread other than the one that "
+                              "created the Client.");
+
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const tensord::Error& e) {
+      PyObject* type = gRefused;
+      switch (e.kind()) {
+        case tensord::Error::Kind::kOverloaded:
+          type = gOverloaded;
+          break;
+        case tensord::Error::Kind::kDisconnected:
+          type = gDisconnected;
+          break;
+        case tensord::Error::Kind::kUnimplemented:
+          type = gUnimplemented;
+          break;
+        case tensord::Error::Kind::kFailed:
+          break;
+      }
+      PyErr_SetString(type, e.what());
+    } catch (const WrongThread& e) {
+      PyErr_SetString(gThreadError, e.what());
+    }
+  });
+
+  py::class_<tensord::TensorInfo>(m, "TensorInfo")
+      .def_readonly("id", &tensord::TensorInfo::id)
+      .def_readonly("name", &tensord::TensorInfo::name)
+      .def_readonly("owner", &tensord::TensorInfo::owner)
+      .def_property_readonly("dtype", [](const tensord::TensorInfo& i) { return dtypeNameOf(i.dtype); })
+      .def_property_readonly("shape", [](const tensord::TensorInfo& i) { return py::tuple(py::cast(i.shape)); })
+      .def_readonly("bytes", &tensord::TensorInfo::bytes)
+      .def("__repr__", [](const tensord::TensorInfo& i) {
+        std::string shape;
+        for (int64_t d : i.shape) shape += (shape.empty() ? "" : ", ") + std::to_string(d);
+        return "TensorInfo(name='" + i.name + "', dtype=" + dtypeNameOf(i.dtype) + ", shape=[" + shape +
+               "], bytes=" + std::to_string(i.bytes) + ", owner='" + i.owner + "')";
+      });
+  py::class_<tensord::TensorPage>(m, "TensorPage")
+      .def_readonly("tensors", &tensord::TensorPage::tensors)
+      .def_readonly("next", &tensord::TensorPage::next);
+
+  py::class_<tensord::DeviceInfo>(m, "DeviceInfo")
+      .def_readonly("name", &tensord::DeviceInfo::name)
+      .def_readonly("kind", &tensord::DeviceInfo::kind)
+      .def_readonly("driver", &tensord::DeviceInfo::driver)
+      .def_readonly("api_version", &tensord::DeviceInfo::apiVersion)
+      .def_readonly("vendor_id", &tensord::DeviceInfo::vendorId)
+      .def_readonly("device_id", &tensord::DeviceInfo::deviceId)
+      .def_readonly("memory_bytes", &tensord::DeviceInfo::memoryBytes)
+      .def_property_readonly("dtypes", [](const tensord::DeviceInfo& d) {
+        std::vector<std::string> out;
+        for (auto t : d.dtypes) out.push_back(dtypeNameOf(t));
+        return out;
+      });
+  py::class_<tensord::MemoryStats>(m, "MemoryStats")
+      .def_readonly("live_bytes", &tensord::MemoryStats::liveBytes)
+      .def_readonly("reserved_bytes", &tensord::MemoryStats::reservedBytes)
+      .def_readonly("cached_bytes", &tensord::MemoryStats::cachedBytes)
+      .def_readonly("limit_bytes", &tensord::MemoryStats::limitBytes)
+      .def_readonly("tensor_count", &tensord::MemoryStats::tensorCount)
+      .def_readonly("named_count", &tensord::MemoryStats::namedCount);
+  py::class_<tensord::DaemonInfo>(m, "DaemonInfo")
+      .def_readonly("version", &tensord::DaemonInfo::version)
+      .def_readonly("protocol_version", &tensord::DaemonInfo::protocolVersion)
+      .def_readonly("device", &tensord::DaemonInfo::device)
+      .def_readonly("memory", &tensord::DaemonInfo::memory)
+      .def_readonly("ops_executed", &tensord::DaemonInfo::opsExecuted)
+      .def_readonly("max_tensor_bytes", &tensord::DaemonInfo::maxTensorBytes)
+      .def_readonly("chunk_bytes", &tensord::DaemonInfo::chunkBytes);
+  py::class_<tensord::QuotaUse>(m, "QuotaUse")
+      .def_readonly("name", &tensord::QuotaUse::name)
+      .def_readonly("limit", &tensord::QuotaUse::limit)
+      .def_readonly("used", &tensord::QuotaUse::used);
+  py::class_<tensord::SessionStatus>(m, "SessionStatus")
+      .def_readonly("principal", &tensord::SessionStatus::principal)
+      .def_readonly("roles", &tensord::SessionStatus::roles)
+      .def_readonly("quotas", &tensord::SessionStatus::quotas);
+  py::class_<tensord::CallStats>(m, "CallStats")
+      .def_readonly("calls", &tensord::CallStats::calls)
+      .def_readonly("round_trips", &tensord::CallStats::roundTrips);
+
+  py::class_<tensord::AttrSpec>(m, "AttrSpec")
+      .def_readonly("name", &tensord::AttrSpec::name)
+      .def_readonly("type", &tensord::AttrSpec::type)
+      .def_readonly("required", &tensord::AttrSpec::required)
+      .def_readonly("has_default", &tensord::AttrSpec::hasDefault)
+      .def_readonly("default", &tensord::AttrSpec::defaultValue)
+      .def_readonly("doc", &tensord::AttrSpec::doc);
+  py::class_<tensord::InputInfo>(m, "InputSpec")
+      .def_readonly("name", &tensord::InputInfo::name)
+      .def_readonly("role", &tensord::InputInfo::role)
+      .def_readonly("optional", &tensord::InputInfo::optional)
+      .def_readonly("variadic", &tensord::InputInfo::variadic);
+  py::class_<tensord::OpInfo>(m, "OpInfo")
+      .def_readonly("name", &tensord::OpInfo::name)
+      .def_readonly("category", &tensord::OpInfo::category)
+      .def_readonly("doc", &tensord::OpInfo::doc)
+      .def_readonly("backward", &tensord::OpInfo::backward)
+      .def_readonly("inputs", &tensord::OpInfo::inputSpecs)
+      .def_readonly("outputs", &tensord::OpInfo::outputs)
+      .def_readonly("attrs", &tensord::OpInfo::attrs)
+      .def_property_readonly("dtypes",
+                             [](const tensord::OpInfo& op) {
+                               std::vector<std::string> out;
+                               for (auto t : op.dtypes) out.push_back(dtypeNameOf(t));
+                               return out;
+                             })
+      .def_readonly("view", &tensord::OpInfo::view)
+      .def_readonly("mutates", &tensord::OpInfo::mutates)
+      .def_readonly("differentiable", &tensord::OpInfo::differentiable);
+
+  py::class_<PyTensor>(m, "Tensor")
+      .def("info", [](PyTensor& t) {
+        tensord::Tensor& h = t.use("Tensor.info");
+        py::gil_scoped_release nogil;
+        return h.info();
+      })
+      .def("download", &download, py::arg("progress") = py::none())
+      .def("wait", [](PyTensor& t) {
+        tensord::Tensor& h = t.use("Tensor.wait");
+        py::gil_scoped_release nogil;
+        h.wait();
+      })
+      .def("save", [](PyTensor& t, const std::string& name, bool overwrite) {
+        tensord::Tensor& h = t.use("Tensor.save");
+        py::gil_scoped_release nogil;
+        h.save(name, overwrite);
+      }, py::arg("name"), py::arg("overwrite") = false)
+      .def_property("requires_grad", [](PyTensor& t) { return t.use("Tensor.requires_grad").requiresGrad(); },
+                    [](PyTensor& t, bool on) { t.use("Tensor.requires_grad").setRequiresGrad(on); })
+      .def_property("grad",
+                    [](PyTensor& t) { return wrap(t.session(), t.use("Tensor.grad").grad()); },
+                    [](PyTensor& t, PyTensor* grad) {
+                      tensord::Tensor& h = t.use("Tensor.grad");
+                      if (grad == nullptr) {
+                        h.setGrad({});
+                        return;
+                      }
+                      h.setGrad(unwrapAll(*t.session(), {grad}, "Tensor.grad").front());
+                    })
+      .def("backward", [](PyTensor& t, PyTensor* gradient) {
+        tensord::Tensor& h = t.use("Tensor.backward");
+        tensord::Tensor seed;
+        if (gradient != nullptr) seed = unwrapAll(*t.session(), {gradient}, "backward").front();
+        py::gil_scoped_release nogil;
+        h.backward(seed);
+      }, py::arg("gradient") = nullptr)
+      .def("detach", [](PyTensor& t) { return wrap(t.session(), t.use("Tensor.detach").detach()); });
+
+  py::class_<PyClient>(m, "Client")
+      .def(py::init<std::optional<std::string>, std::optional<std::string>, std::optional<std::string>,
+                    std::optional<std::string>, std::optional<std::string>>(),
+           py::arg("address") = py::none(), py::arg("token") = py::none(), py::arg("ca") = py::none(),
+           py::arg("cert") = py::none(), py::arg("key") = py::none())
+      .def_property_readonly("address", &PyClient::address)
+      .def("info", [](PyClient& c) { return c.blocking("Client.info", [](tensord::Client& x) { return x.info(); }); })
+      .def("whoami",
+           [](PyClient& c) { return c.blocking("Client.whoami", [](tensord::Client& x) { return x.whoami(); }); })
+      .def("status",
+           [](PyClient& c) { return c.blocking("Client.status", [](tensord::Client& x) { return x.status(); }); })
+      .def("admin_reload", [](PyClient& c) {
+        c.blocking("Client.admin_reload", [](tensord::Client& x) { x.adminReload(); });
+      })
+      .def("ops", [](PyClient& c) { return c.blocking("Client.ops", [](tensord::Client& x) { return x.ops(); }); })
+      .def("stats", [](PyClient& c) { return c.use("Client.stats").stats(); })
+      .def("upload", &PyClient::upload, py::arg("dtype"), py::arg("shape"), py::arg("data"),
+           py::arg("progress") = py::none())
+      .def("call", &PyClient::call, py::arg("op"), py::arg("inputs"), py::arg("attrs"), py::arg("count") = -1)
+      .def("restore", &PyClient::restore)
+      .def("list", [](PyClient& c, const std::string& prefix) {
+        return c.blocking("Client.ls", [&](tensord::Client& x) { return x.list(prefix); });
+      }, py::arg("prefix") = "")
+      .def("list_page", [](PyClient& c, const std::string& prefix, const std::string& after, uint32_t limit) {
+        return c.blocking("Client.ls", [&](tensord::Client& x) { return x.listPage(prefix, after, limit); });
+      }, py::arg("prefix") = "", py::arg("after") = "", py::arg("limit") = 0)
+      .def("remove", [](PyClient& c, const std::string& name) {
+        c.blocking("Client.rm", [&](tensord::Client& x) { x.remove(name); });
+      });
+
+  py::class_<NoGradScope>(m, "NoGradScope")
+      .def(py::init<>())
+      .def("enter", &NoGradScope::enter)
+      .def("exit", &NoGradScope::exit);
+  m.def("grad_enabled", &tensord::gradEnabled);
+
+  py::class_<PyOptimizer>(m, "Optimizer")
+      .def("step", &PyOptimizer::step)
+      .def("zero_grad", &PyOptimizer::zeroGrad);
+  m.def("sgd", [](const std::vector<PyTensor*>& params, double lr, double momentum, double dampening,
+                  double weightDecay, bool nesterov, bool maximize) {
+    return makeOptimizer<tensord::optim::SGD>(params,
+                                              tensord::optim::SGDOptions{.lr = lr,
+                                                                         .momentum = momentum,
+                                                                         .dampening = dampening,
+                                                                         .weightDecay = weightDecay,
+                                                                         .nesterov = nesterov,
+                                                                         .maximize = maximize},
+                                              "SGD");
+  });
+  m.def("adam", [](const std::vector<PyTensor*>& params, double lr, double beta1, double beta2, double eps,
+                   double weightDecay, bool amsgrad, bool maximize) {
+    return makeOptimizer<tensord::optim::Adam>(params,
+                                               tensord::optim::AdamOptions{.lr = lr,
+                                                                           .beta1 = beta1,
+                                                                           .beta2 = beta2,
+                                                                           .eps = eps,
+                                                                           .weightDecay = weightDecay,
+                                                                           .amsgrad = amsgrad,
+                                                                           .maximize = maximize},
+                                               "Adam");
+  });
+  m.def("adamw", [](const std::vector<PyTensor*>& params, double lr, double beta1, double beta2, double eps,
+                    double weightDecay, bool amsgrad, bool maximize) {
+    return makeOptimizer<tensord::optim::AdamW>(params,
+                                                tensord::optim::AdamWOptions{.lr = lr,
+                                                                             .beta1 = beta1,
+                                                                             .beta2 = beta2,
+                                                                             .eps = eps,
+                                                                             .weightDecay = weightDecay,
+                                                                             .amsgrad = amsgrad,
+                                                                             .maximize = maximize},
+                                                "AdamW");
+  });
+  m.def("clip_grad_norm", [](const std::vector<PyTensor*>& params, double maxNorm, double normType) {
+    std::shared_ptr<Session> session = sessionOf(params, "clip_grad_norm_");
+    std::vector<tensord::Tensor> handles = unwrapAll(*session, params, "clip_grad_norm_");
+    tensord::Tensor norm;
+    {
+      py::gil_scoped_release nogil;
+      norm = tensord::optim::clipGradNorm(handles, maxNorm, normType);
+    }
+    return wrap(session, std::move(norm));
+  });
+}

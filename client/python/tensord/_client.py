@@ -1,0 +1,218 @@
+"""tensord.Client and tensord.connect()."""
+
+import numpy as np
+
+from . import _core, _dtypes
+from ._ops import BoundOps, OpSet, ops, set_default_client
+from ._progress import transfer_bar
+from ._tensor import Tensor
+
+
+def _host_array(data, want):
+    """(array, dtype to upload it as, dtype to convert to on the daemon or
+    None) for `data` and the requested dtype `want` (None: inferred)."""
+    if isinstance(data, Tensor):
+        raise TypeError("tensor(): got a tensord.Tensor; use x.clone() or x.to(dtype) instead")
+    array = np.asarray(data)
+    if array.dtype.byteorder not in ("=", "|"):
+        array = array.astype(array.dtype.newbyteorder("="))
+    have = _dtypes.from_numpy(array.dtype)
+    if want is None:
+        if have is not None:
+            return array, have, None
+        kind = array.dtype.kind
+        if kind == "f":  # float64 and friends: float32, PyTorch's default dtype
+            return array.astype(np.float32), _dtypes.float32, None
+        if kind in "iu" and np.can_cast(array.dtype, np.int64):
+            return array.astype(np.int64), _dtypes.int64, None
+        raise TypeError(f"tensor(): NumPy dtype {array.dtype} has no tensord counterpart (tensord has "
+                        f"{', '.join(d.long_name for d in _dtypes.ALL)})")
+    if want is have:
+        return array, want, None
+    if want is _dtypes.bfloat16:
+        if array.dtype == np.uint16:
+            return array, want, None  # the bits
+        if _dtypes.from_numpy(array.dtype) is None and array.dtype.kind not in "fiub":
+            raise TypeError(f"tensor(): cannot make bfloat16 from NumPy dtype {array.dtype}")
+        if _dtypes._BF16_NUMPY is not None:
+            return array.astype(_dtypes._BF16_NUMPY), want, None
+        # No NumPy bfloat16: upload as float32 and round on the daemon.
+        return array.astype(np.float32), _dtypes.float32, want
+    return array.astype(want.numpy), want, None
+
+
+class Client:
+    """A connection to a tensord daemon.
+
+    tensord.connect() makes one with tensorctl's defaults. Tensors live in the
+    daemon; calls on them are pipelined (see tensord.Tensor).
+
+    Thread rule: a Client and every tensor it made belong to the thread that
+    created the Client (the C++ client's event loop is per thread). Using
+    them from another thread raises tensord.ThreadError; connect in each
+    thread instead. Waiting on the network releases the GIL, so other Python
+    threads run meanwhile.
+    """
+
+    def __init__(self, address=None, token=None, *, ca=None, cert=None, key=None):
+        """Connects and authenticates. Each argument left None comes from the
+        environment (TENSORD_ADDR, TENSORD_TOKEN, TENSORD_CA, TENSORD_CERT,
+        TENSORD_KEY), else the credentials file
+        ($XDG_CONFIG_HOME/tensord/credentials or
+        ~/.config/tensord/credentials), else the defaults: 127.0.0.1:7450
+        with token 'tensord-local' (none with a client certificate).
+        address: HOST:PORT, or tls://HOST:PORT for TLS. token='' with
+        cert/key authenticates by the client certificate. Raises
+        tensord.Disconnected when the daemon cannot be reached, or the
+        daemon's error when it refuses the credential."""
+        self._c = _core.Client(address, token, ca, cert, key)
+        self._opset = OpSet(self._c.ops())
+        self.ops = BoundOps(self)
+        ops._install(self._opset)
+        set_default_client(self)
+
+    def __repr__(self):
+        return f"tensord.Client({self.address!r})"
+
+    @property
+    def address(self):
+        """The daemon's address, as connected to."""
+        return self._c.address
+
+    # ------------------------------------------------------------ making tensors
+    def tensor(self, data, dtype=None, requires_grad=False):
+        """A new daemon tensor holding `data` (an array, nested lists or a
+        number), uploaded at once (waits for the upload, not for the daemon's
+        reply). The dtype is `dtype` if given (the data converted), else the
+        array's (float64 becomes float32, other integers int64). bfloat16:
+        from an ml_dtypes.bfloat16 array, a uint16 array of bits, or floats
+        (rounded). C-contiguous arrays of the right dtype are sent without
+        a copy."""
+        want = None if dtype is None else _dtypes.as_dtype(dtype)
+        array, have, convert = _host_array(data, want)
+        out = self._upload(array, have)
+        if convert is not None:
+            out = out.to(convert)
+            out._meta = (convert, tuple(array.shape))
+        if requires_grad:
+            out.requires_grad_(True)
+        return out
+
+    def from_numpy(self, array, requires_grad=False):
+        """A new daemon tensor with the values, dtype and shape of NumPy array
+        `array`, whose dtype must be one tensord has (float32, float16,
+        ml_dtypes.bfloat16, int32, int64, uint8, bool). Sent without a copy
+        when the array is C-contiguous."""
+        if not isinstance(array, np.ndarray):
+            raise TypeError(f"from_numpy(): expected a numpy.ndarray; got {type(array).__name__}")
+        have = _dtypes.from_numpy(array.dtype)
+        if have is None:
+            raise TypeError(f"from_numpy(): NumPy dtype {array.dtype} has no tensord counterpart (tensord has "
+                            f"{', '.join(d.long_name for d in _dtypes.ALL)}; tensor(x, dtype=...) converts)")
+        if array.dtype.byteorder not in ("=", "|"):
+            array = array.astype(array.dtype.newbyteorder("="))
+        out = self._upload(array, have)
+        if requires_grad:
+            out.requires_grad_(True)
+        return out
+
+    def _upload(self, array, dtype):
+        if not array.flags.c_contiguous:
+            array = array.copy(order="C")  # (np.ascontiguousarray would make a 0-d array 1-d)
+        # The module reads the buffer as bytes: hand it a flat byte view.
+        raw = array.reshape(-1).view(np.uint8) if array.size else np.zeros(0, np.uint8)
+        with transfer_bar("upload") as bar:
+            handle = self._c.upload(dtype.name, list(array.shape), raw, bar)
+        out = Tensor(handle, self)
+        out._meta = (dtype, tuple(array.shape))
+        return out
+
+    # ------------------------------------------------------------ calls
+    def _call(self, op, inputs, attrs, count=-1):
+        handles = self._c.call(op, [t._h for t in inputs], attrs, count)
+        return [Tensor(h, self) for h in handles]
+
+    def call(self, op, *inputs, **attrs):
+        """Calls op `op` by name on tensor `inputs` with attributes `attrs`,
+        as the daemon defines them (no argument mapping; see tensorctl ops).
+        Returns the outputs the op table lists: None, a Tensor or a tuple.
+        For ops the daemon added after this client connected."""
+        for i, t in enumerate(inputs):
+            if not isinstance(t, Tensor):
+                raise TypeError(f"call({op!r}): input {i} is {type(t).__name__}; expected a tensord.Tensor")
+        normalized = [(k, v.name if isinstance(v, _dtypes.dtype) else v) for k, v in attrs.items()]
+        outputs = self._call(op, list(inputs), normalized)
+        if not outputs:
+            return None
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+    def op_info(self, name=None):
+        """The daemon's description of op `name` (inputs, attrs, dtypes, doc),
+        or of every op when name is None, as of this client's connect."""
+        if name is None:
+            return list(self._opset.infos.values())
+        try:
+            return self._opset.infos[name]
+        except KeyError:
+            raise KeyError(f"the daemon has no op {name!r}") from None
+
+    def refresh_ops(self):
+        """Reads the daemon's op table again (for ops added since connect)."""
+        self._opset = OpSet(self._c.ops())
+        ops._install(self._opset)
+
+    # ------------------------------------------------------------ named tensors
+    def save(self, tensor, name, overwrite=False):
+        """Names `tensor` on the daemon (as tensor.save(name)); waits."""
+        if not isinstance(tensor, Tensor):
+            raise TypeError(f"save(): expected a tensord.Tensor; got {type(tensor).__name__}")
+        tensor.save(name, overwrite)
+
+    def restore(self, name):
+        """The named tensor `name` (pipelined: a missing name raises
+        tensord.Refused at the first wait)."""
+        return Tensor(self._c.restore(name), self)
+
+    def ls(self, prefix=""):
+        """The named tensors the caller may read (names starting with
+        `prefix`), then this client's live unnamed ones: TensorInfo
+        (id, name, owner, dtype, shape, bytes)."""
+        return self._c.list(prefix)
+
+    def rm(self, *names):
+        """Deletes named tensors."""
+        for name in names:
+            self._c.remove(name)
+
+    # ------------------------------------------------------------ the daemon
+    def info(self):
+        """The daemon's version, device, memory and counters."""
+        return self._c.info()
+
+    def whoami(self):
+        """The principal this client authenticated as."""
+        return self._c.whoami()
+
+    def status(self):
+        """The principal, its roles and quota use (protocol 4)."""
+        return self._c.status()
+
+    def admin_reload(self):
+        """Has the daemon re-read its tokens and policy (needs &admin:reload)."""
+        self._c.admin_reload()
+
+    def stats(self):
+        """What this client did: calls (requests sent) and round_trips (requests waited for)."""
+        return self._c.stats()
+
+
+def connect(address=None, token=None, *, ca=None, cert=None, key=None):
+    """Connects to a tensord daemon and returns the Client; it becomes this
+    thread's default client (for tensord.ops functions without tensor
+    inputs, and tensord.nn modules) and fills tensord.ops from the daemon's
+    op table. Arguments and defaults as tensorctl's: see Client.
+
+        c = tensord.connect()                        # TENSORD_ADDR or 127.0.0.1:7450
+        c = tensord.connect("tls://gpu:7450", ca="ca.pem")
+    """
+    return Client(address, token, ca=ca, cert=cert, key=key)

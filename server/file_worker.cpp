@@ -1,0 +1,51 @@
+#include "server/file_worker.h"
+
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+namespace tensord::server {
+
+FileWorker::FileWorker(unsigned threads) {
+  for (unsigned i = 0; i < threads; ++i) threads_.emplace_back([this] { work(); });
+}
+
+FileWorker::~FileWorker() {
+  std::deque<kj::Function<void()>> dropped;
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+    dropped.swap(queue_);
+  }
+  wake_.notify_all();
+  for (auto& thread : threads_) thread.join();
+  // `dropped` goes here: each job's fulfiller rejects its promise.
+}
+
+void FileWorker::post(kj::Function<void()> task) {
+  {
+    std::lock_guard lock(mu_);
+    queue_.push_back(kj::mv(task));
+  }
+  wake_.notify_one();
+}
+
+void FileWorker::work() {
+  // Below the loop and the device threads: copying a big file in and out of
+  // the page cache takes CPU, and requests should get it first. (Linux
+  // niceness is per thread; a failure leaves the default.)
+  ::setpriority(PRIO_PROCESS, id_t(::syscall(SYS_gettid)), kNice);
+  for (;;) {
+    kj::Function<void()> task;
+    {
+      std::unique_lock lock(mu_);
+      wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (stopping_) return;
+      task = kj::mv(queue_.front());
+      queue_.pop_front();
+    }
+    task();
+  }
+}
+
+}  // namespace tensord::server
