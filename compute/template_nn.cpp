@@ -3,6 +3,7 @@
 // and attention.comp (row helpers: norm_rows.glsl).
 
 #include "compute/template_nn.h"
+#include "compute/nn_rows.h"
 
 #include <algorithm>
 #include <cmath>
@@ -18,7 +19,7 @@
 namespace tensord::compute {
 namespace {
 
-constexpr uint32_t kWG = 128;  // invocations per workgroup of the row kernels
+using nn_rows::kWG;
 
 int64_t prod(const Shape& s, size_t from = 0, size_t to = SIZE_MAX) {
   int64_t n = 1;
@@ -26,16 +27,8 @@ int64_t prod(const Shape& s, size_t from = 0, size_t to = SIZE_MAX) {
   return n;
 }
 
-std::string rowsBody(const char* file) {
-  return std::string(kernelFile("norm_rows.glsl")) + std::string(kernelFile(file));
-}
-
-GlslBuilder rowBuilder(DType dtype, bool perThread) {
-  GlslBuilder b(dtype);
-  b.define("WG", std::to_string(kWG));
-  if (perThread) b.define("PER_THREAD");
-  return b;
-}
+std::string rowsBody(const char* file) { return nn_rows::body(file); }
+GlslBuilder rowBuilder(DType dtype, bool perThread) { return nn_rows::builder(dtype, perThread); }
 
 // `STORE_<name>` for an operand declared with input() that is also written.
 std::string storeMacro(const std::string& name, DType d) {
@@ -86,14 +79,11 @@ class Softmax final : public KernelTemplate {
     const Shape& s = in[0].desc.shape;
     if (in[0].desc.numel() == 0) return;
     size_t dim = size_t(normalizeDim(op.name, attrs.getInt("dim"), s.size()));
-    int64_t d = s.empty() ? 1 : s[dim];
-    int64_t inner = s.empty() ? 1 : prod(s, dim + 1);
-    int64_t rows = in[0].desc.numel() / d;
-    bool perThread = d <= 64 || (inner > 1 && rows >= 4096);
-    SoftmaxPush push{out[0].buffer->deviceAddress(), in[0].buffer->deviceAddress(), uint32_t(rows), uint32_t(d),
-                     uint32_t(inner)};
-    r.dispatch(source(op, in[0].desc.dtype, perThread), push,
-               perThread ? r.groupsFor(uint64_t(rows), kWG) : r.groupsFor(uint64_t(rows), 1));
+    const nn_rows::Layout l = nn_rows::around(s, dim);
+    SoftmaxPush push{out[0].buffer->deviceAddress(), in[0].buffer->deviceAddress(), uint32_t(l.rows), uint32_t(l.d),
+                     uint32_t(l.inner)};
+    r.dispatch(source(op, in[0].desc.dtype, l.perThread), push,
+               l.perThread ? r.groupsFor(uint64_t(l.rows), kWG) : r.groupsFor(uint64_t(l.rows), 1));
   }
 
   std::vector<const KernelSource*> variants(const OpSpec& op, DType dtype) const override {
@@ -745,5 +735,31 @@ std::shared_ptr<const KernelTemplate> embeddingTemplate() { return std::make_sha
 std::shared_ptr<const KernelTemplate> dropoutTemplate() { return std::make_shared<Dropout>(); }
 std::shared_ptr<const KernelTemplate> lossTemplate(LossKind kind) { return std::make_shared<Loss>(kind); }
 std::shared_ptr<const KernelTemplate> attentionTemplate() { return std::make_shared<Attention>(); }
+
+namespace nn_rows {
+
+std::string body(const char* file) { return std::string(kernelFile("norm_rows.glsl")) + std::string(kernelFile(file)); }
+
+GlslBuilder builder(DType dtype, bool perThread) {
+  GlslBuilder b(dtype);
+  b.define("WG", std::to_string(kWG));
+  if (perThread) b.define("PER_THREAD");
+  return b;
+}
+
+Layout around(const Shape& s, size_t dim) {
+  Layout l{};
+  l.d = s.empty() ? 1 : s[dim];
+  l.inner = 1;
+  for (size_t i = dim + 1; i < s.size(); ++i) l.inner *= s[i];
+  int64_t n = 1;
+  for (int64_t v : s) n *= v;
+  l.rows = l.d == 0 ? 0 : n / l.d;
+  // Short rows, or many strided ones: an invocation per row, no barriers.
+  l.perThread = l.d <= 64 || (l.inner > 1 && l.rows >= 4096);
+  return l;
+}
+
+}  // namespace nn_rows
 
 }  // namespace tensord::compute

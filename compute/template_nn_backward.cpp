@@ -10,13 +10,14 @@
 
 #include "compute/error.h"
 #include "compute/glsl.h"
+#include "compute/nn_rows.h"
 #include "compute/op_spec.h"
 #include "compute/template_util.h"
 
 namespace tensord::compute {
 namespace {
 
-constexpr uint32_t kWG = 128;  // invocations per workgroup of the row kernels (as template_nn.cpp)
+using nn_rows::kWG;
 
 int64_t prod(const Shape& s, size_t from = 0) {
   int64_t n = 1;
@@ -26,16 +27,8 @@ int64_t prod(const Shape& s, size_t from = 0) {
 
 std::string dt(DType d) { return std::string(dtypeName(d)); }
 
-std::string rowsBody(const char* file) {
-  return std::string(kernelFile("norm_rows.glsl")) + std::string(kernelFile(file));
-}
-
-GlslBuilder rowBuilder(DType dtype, bool perThread) {
-  GlslBuilder b(dtype);
-  b.define("WG", std::to_string(kWG));
-  if (perThread) b.define("PER_THREAD");
-  return b;
-}
+std::string rowsBody(const char* file) { return nn_rows::body(file); }
+GlslBuilder rowBuilder(DType dtype, bool perThread) { return nn_rows::builder(dtype, perThread); }
 
 void expectGradShape(const OpSpec& op, const TensorDesc& grad, const Shape& want) {
   if (grad.shape != want) {
@@ -77,14 +70,11 @@ class SoftmaxBackward final : public KernelTemplate {
     const Shape& s = in[1].desc.shape;
     if (in[1].desc.numel() == 0) return;
     size_t dim = size_t(normalizeDim(op.name, attrs.getInt("dim"), s.size()));
-    int64_t d = s.empty() ? 1 : s[dim];
-    int64_t inner = s.empty() ? 1 : prod(s, dim + 1);
-    int64_t rows = in[1].desc.numel() / d;
-    bool perThread = d <= 64 || (inner > 1 && rows >= 4096);  // as the forward
+    const nn_rows::Layout l = nn_rows::around(s, dim);  // as the forward
     SoftmaxBackwardPush push{out[0].buffer->deviceAddress(), in[0].buffer->deviceAddress(),
-                             in[1].buffer->deviceAddress(), uint32_t(rows), uint32_t(d), uint32_t(inner)};
-    r.dispatch(source(op, in[1].desc.dtype, perThread), push,
-               perThread ? r.groupsFor(uint64_t(rows), kWG) : r.groupsFor(uint64_t(rows), 1));
+                             in[1].buffer->deviceAddress(), uint32_t(l.rows), uint32_t(l.d), uint32_t(l.inner)};
+    r.dispatch(source(op, in[1].desc.dtype, l.perThread), push,
+               l.perThread ? r.groupsFor(uint64_t(l.rows), kWG) : r.groupsFor(uint64_t(l.rows), 1));
   }
 
   std::vector<const KernelSource*> variants(const OpSpec& op, DType dtype) const override {
