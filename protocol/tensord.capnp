@@ -8,11 +8,13 @@
 
 $import "/capnp/c++.capnp".namespace("tensord::proto");
 
-const protocolVersion :UInt32 = 6;
+const protocolVersion :UInt32 = 7;
 # 2: OpSpec.inputSpecs/view/mutates/differentiable, DeviceInfo.dtypes, AttrType.scalar.
 # 3: Daemon.authenticateWithCertificate.
 # 4: Session.adminReload, Session.status, QuotaUse.
 # 5: Session.listTensors pages: prefix, after, limit and next.
+# 6: Session.loadFile, saveFile, stats.
+# 7: user kernels (Session @13-@16), groups and collectives (Session @17-@20).
 
 # ---------------------------------------------------------------- data types
 
@@ -181,6 +183,27 @@ struct DaemonStats {
   metricsAddress @15 :Text;      # HOST:PORT of the Prometheus endpoint; "" when off
 }
 
+# A kernel registered by a peer (Session.kernelAdd ...).
+struct KernelInfo {
+  name @0 :Text;           # the op's name, as `call` takes it
+  owner @1 :Text;          # principal that registered it
+  language @2 :Text;       # "glsl" or "spirv"
+  description @3 :Text;    # the JSON description it was registered with
+  sourceSha256 @4 :Text;   # hex digest of the source or SPIR-V as given
+  spec @5 :OpSpec;         # how it is called, as listOps shows it
+}
+
+# Groups of daemons that run collectives together (Session.groupCreate ...).
+struct GroupInfo {
+  name @0 :Text;
+  rank @1 :UInt32;         # this daemon's place in `members`
+  size @2 :UInt32;
+  members @3 :List(Text);  # HOST:PORT of every member, by rank
+  state @4 :Text;          # "ready", or "broken: <why>" until the group is re-formed
+  origin @5 :Text;         # "config" or the principal that formed it
+  collectives @6 :UInt64;  # collectives completed on this group since it formed
+}
+
 # ---------------------------------------------------------------- interfaces
 
 interface Daemon {
@@ -288,4 +311,57 @@ interface Session {
   # The daemon's load since start: device and memory, connections, queue,
   # bytes moved, per-principal use and per-op counts and latencies. Shows
   # every principal, so it needs the `&admin:usage` right.
+
+  kernelAdd @13 (name :Text, language :Text, source :Data, description :Text, replace :Bool)
+      -> (kernel :KernelInfo);
+  # Registers a compute kernel as op `name`: GLSL source compiled by the
+  # daemon, or a SPIR-V binary, with a JSON `description` of its bindings,
+  # attributes, output shapes and dispatch grid (docs/kernels.md). It is
+  # compiled, validated and checked against the description before anything
+  # is registered; errors name the line or the binding at fault. Needs the
+  # `@kernel` category (admin by default). Kernels persist in the state
+  # directory.
+  kernelList @14 () -> (kernels :List(KernelInfo));
+  kernelRemove @15 (name :Text) -> ();
+  # Only the owner or a principal with `@kernel` may remove.
+  kernelShow @16 (name :Text) -> (kernel :KernelInfo, source :Data);
+
+  groupCreate @17 (name :Text, members :List(Text), rank :UInt32, timeoutMs :UInt32)
+      -> (group :GroupInfo);
+  # Forms group `name` with this daemon as member `rank` of `members`
+  # (HOST:PORT of each member's listener, by rank). Every member must be
+  # asked the same way (tensorctl group create does it for all at once);
+  # returns once all members are connected to each other, or fails after
+  # `timeoutMs` (0: the config's groups.timeout_ms) naming the members that
+  # did not answer. A group of the same name is replaced. Needs the
+  # `&group:create` right.
+  groupList @18 () -> (groups :List(GroupInfo));
+  # The groups this daemon belongs to, sorted by name.
+  groupDelete @19 (name :Text) -> ();
+  # Leaves group `name`; collectives in flight on it fail on every member.
+  # Needs the `&group:create` right.
+  collective @20 (group :Text, kind :Text, inputs :List(Tensor), attrs :List(Attr))
+      -> (output :Tensor, outputs :List(Tensor), results :OpResults);
+  # Runs one collective over group `group`; every member must issue the
+  # same collectives in the same order (the Nth on one member meets the Nth
+  # on the others). `kind`: "allreduce", "broadcast", "allgather",
+  # "reduce_scatter" or "barrier". `inputs`: the tensors taking part (one or
+  # more for allreduce and broadcast, which treat them as one bucket; one
+  # for allgather and reduce_scatter; none for barrier); they may be
+  # promises from earlier calls. Attributes: `op` ("sum", "mean", "max",
+  # "min"; allreduce and reduce_scatter; default "sum"), `root` (broadcast;
+  # default 0), `in_place` (bool, default false: results are new tensors;
+  # true: each input is overwritten with its result once the whole
+  # collective succeeded and the outputs are the inputs), `timeout_ms`
+  # (default: the config's groups.timeout_ms). allgather stacks the members'
+  # tensors along a new leading dimension of size `size`; reduce_scatter
+  # takes a tensor whose leading dimension is divisible by the group size
+  # and returns this rank's slice of the reduction. Shapes, dtypes and
+  # attributes are compared across members before any data moves; a
+  # mismatch fails the collective on every member with both sides named. A
+  # member that fails, disconnects or stalls past the timeout fails it on
+  # every survivor, whose inputs stay unchanged; the group is then "broken"
+  # until re-formed. Needs the `@collective` category for `kind` (as an op
+  # name) plus `r` (and `w` for in_place) on named inputs.
 }
+
