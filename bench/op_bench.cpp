@@ -6,6 +6,12 @@
 // bench/op_bench.py runs the same cases with PyTorch on the same GPU in the
 // same run and prints the ratios.
 //
+// Chain cases (name ending in _chainN) run as a pipelined client's calls do:
+// N calls back to back, each output a new tensor and the previous one
+// dropped while its work is still queued (add adds the second input every
+// call), one wait at the end. They also print the device memory the chain
+// reserved: peak_reserved_bytes over reserved_before_bytes.
+//
 //   op_bench [--repeats N] [--filter SUBSTRING]
 
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -36,6 +42,7 @@ struct Case {
   std::vector<std::pair<std::string, AttrValue>> attrs;
   double bytes;  // bytes moved, for GB/s (0: use flops)
   double flops;
+  int chain = 0;  // > 0: a pipelined chain of this many calls, new outputs each (see above)
 };
 
 std::vector<Case> cases() {
@@ -46,6 +53,9 @@ std::vector<Case> cases() {
   std::vector<Case> c = {
       {"add_f32_64MiB", "add", {f32({16 << 20}), f32({16 << 20})}, {}, 3 * 64.0 * (1 << 20), 0},
       {"relu_f32_64MiB", "relu", {f32({16 << 20})}, {}, 2 * 64.0 * (1 << 20), 0},
+      {"relu_f32_64MiB_chain10", "relu", {f32({16 << 20})}, {}, 2 * 64.0 * (1 << 20), 0, 10},
+      {"relu_f32_1GiB_chain10", "relu", {f32({256 << 20})}, {}, 2 * 1024.0 * (1 << 20), 0, 10},
+      {"add_f32_1GiB_chain10", "add", {f32({256 << 20}), f32({256 << 20})}, {}, 3 * 1024.0 * (1 << 20), 0, 10},
       {"exp_f16_32MiB", "exp", {f16({16 << 20})}, {}, 2 * 32.0 * (1 << 20), 0},
       {"sum_all_8192x8192", "sum", {f32({8192, 8192})}, {}, 4 * n8k, 0},
       {"sum_rows_8192x8192", "sum", {f32({8192, 8192})}, {{"dim", std::vector<int64_t>{1}}}, 4 * n8k, 0},
@@ -83,8 +93,51 @@ std::vector<Case> cases() {
       {"bmm_f32_32x1024x1024", "bmm", {f32({32, 1024, 1024}), f32({32, 1024, 1024})}, {}, 0, 2 * 32 * 1024.0 * 1024 * 1024},
       {"conv2d_8x64x56x56_k3", "conv2d", {f32({8, 64, 56, 56}), f32({64, 64, 3, 3})}, {{"padding", std::vector<int64_t>{1}}},
        0, 2 * 8.0 * 64 * 56 * 56 * 64 * 9},
+      // ResNet-50's convolutions at batch 32 (flops: 2 * N * O * OH * OW * C * KH * KW).
+      {"conv2d_32x64x56x56_k3", "conv2d", {f32({32, 64, 56, 56}), f32({64, 64, 3, 3})},
+       {{"padding", std::vector<int64_t>{1}}}, 0, 2 * 32.0 * 64 * 56 * 56 * 64 * 9},
+      {"conv2d_32x128x28x28_k3", "conv2d", {f32({32, 128, 28, 28}), f32({128, 128, 3, 3})},
+       {{"padding", std::vector<int64_t>{1}}}, 0, 2 * 32.0 * 128 * 28 * 28 * 128 * 9},
+      {"conv2d_32x256x14x14_k3", "conv2d", {f32({32, 256, 14, 14}), f32({256, 256, 3, 3})},
+       {{"padding", std::vector<int64_t>{1}}}, 0, 2 * 32.0 * 256 * 14 * 14 * 256 * 9},
+      {"conv2d_32x256x56x56_k1_to64", "conv2d", {f32({32, 256, 56, 56}), f32({64, 256, 1, 1})}, {}, 0,
+       2 * 32.0 * 64 * 56 * 56 * 256},
+      {"conv2d_32x3x224x224_k7s2", "conv2d", {f32({32, 3, 224, 224}), f32({64, 3, 7, 7})},
+       {{"stride", std::vector<int64_t>{2}}, {"padding", std::vector<int64_t>{3}}}, 0, 2 * 32.0 * 64 * 112 * 112 * 3 * 49},
+      {"conv2d_f16_32x64x56x56_k3", "conv2d", {f16({32, 64, 56, 56}), f16({64, 64, 3, 3})},
+       {{"padding", std::vector<int64_t>{1}}}, 0, 2 * 32.0 * 64 * 56 * 56 * 64 * 9},
+      // A decoder's 2x upsampler: 128 -> 64 channels, 28x28 -> 56x56.
+      {"conv_transpose2d_32x128x28x28_k4s2", "conv_transpose2d", {f32({32, 128, 28, 28}), f32({128, 64, 4, 4})},
+       {{"stride", std::vector<int64_t>{2}}, {"padding", std::vector<int64_t>{1}}}, 0, 2 * 32.0 * 128 * 28 * 28 * 64 * 16},
   };
   return c;
+}
+
+// One pipelined chain (Case::chain): returns its wall time; *peakReserved
+// takes the most device memory reserved while it was queued.
+double runChain(Engine& engine, const OpSpec& spec, const Case& c, const Attrs& attrs, const std::vector<TensorView>& in,
+                uint64_t* peakReserved) {
+  std::promise<void> done;
+  auto t0 = Clock::now();
+  TensorView y = in[0];
+  for (int i = 0; i < c.chain; ++i) {
+    TensorView out{y.desc, engine.allocate(y.desc.bytes(), "bench")};
+    std::vector<TensorView> args{y};
+    if (in.size() > 1) args.push_back(in[1]);
+    Completion completion = [](std::exception_ptr) {};
+    if (i + 1 == c.chain) {
+      completion = [&](std::exception_ptr e) {
+        if (e) done.set_exception(e);
+        else done.set_value();
+      };
+    }
+    engine.enqueueOp("bench", spec, std::move(args), {out}, attrs, std::move(completion));
+    y = std::move(out);  // the previous output is dropped while queued
+    *peakReserved = std::max(*peakReserved, engine.memoryStats().reservedBytes);
+  }
+  y = {};
+  done.get_future().get();
+  return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
 void blocking(const std::function<void(Completion)>& enqueue) {
@@ -125,6 +178,23 @@ int main(int argc, char** argv) {
       std::vector<TensorView> in;
       for (const auto& d : c.inputs) {
         in.push_back({d, engine.allocate(d.bytes(), "bench")});
+      }
+      if (c.chain > 0) {
+        engine.waitIdle();
+        const uint64_t before = engine.memoryStats().reservedBytes;
+        uint64_t peak = before;
+        // The first chain is cold (it compiles the pipeline and allocates);
+        // the figure is the median of three warm ones.
+        const double cold = runChain(engine, *spec, c, attrs, in, &peak) / c.chain;
+        std::vector<double> times;
+        for (int trial = 0; trial < 3; ++trial) times.push_back(runChain(engine, *spec, c, attrs, in, &peak) / c.chain);
+        std::sort(times.begin(), times.end());
+        std::printf("{\"case\": \"%s\", \"seconds\": %.6g, \"gbps\": %.4g, \"cold_seconds\": %.6g, "
+                    "\"reserved_before_bytes\": %llu, \"peak_reserved_bytes\": %llu}\n",
+                    c.name.c_str(), times[1], c.bytes / times[1] / 1e9, cold, (unsigned long long)before,
+                    (unsigned long long)peak);
+        std::fflush(stdout);
+        continue;
       }
       std::vector<TensorView> out;
       for (auto& d : inferOutputs(*spec, c.inputs, attrs)) out.push_back({d, engine.allocate(d.bytes(), "bench")});

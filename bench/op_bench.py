@@ -6,7 +6,9 @@ with PyTorch on the same GPU, in one run, and prints a table of ratios.
 
 tensord: N ops enqueued back to back and waited for once, per op (median of
 3). PyTorch: the median of N single calls timed with CUDA events, after one
-warm-up. Ratio > 1 means tensord is faster."""
+warm-up. Ratio > 1 means tensord is faster. Chain cases (_chainN) are N
+calls each on the previous call's output, new outputs each time, per call on
+both sides; their rows also show the device memory tensord reserved."""
 import json
 import subprocess
 import sys
@@ -14,14 +16,35 @@ import sys
 import torch
 
 
+def chain(op, calls):
+    """`calls` calls, each on the previous one's output (add: plus the second input)."""
+    def run(*args):
+        y = args[0]
+        for _ in range(calls):
+            y = op(y, *args[1:])
+        return y
+    return run
+
+
 def torch_cases():
     f32, f16 = torch.float32, torch.float16
     n = 16 << 20
+    gib = 256 << 20
     big = lambda dt=f32: torch.randn(8192, 8192, device="cuda", dtype=dt)
+    # conv2d of [n, c, hw, hw] by [o, c, k, k]; flops 2 * n * o * out^2 * c * k^2.
+    def conv(n, c, hw, o, k, stride, pad, dt=f32):
+        out = (hw + 2 * pad - k) // stride + 1
+        return ((lambda x, w: torch.nn.functional.conv2d(x, w, stride=stride, padding=pad)),
+                lambda: (torch.randn(n, c, hw, hw, device="cuda", dtype=dt), torch.randn(o, c, k, k, device="cuda", dtype=dt)),
+                0, 2 * n * o * out * out * c * k * k)
     mm = lambda m, k, n, dt=f32: ((lambda a, b: a @ b), lambda: (torch.randn(m, k, device="cuda", dtype=dt), torch.randn(k, n, device="cuda", dtype=dt)), 0, 2 * m * k * n)
     return {
         "add_f32_64MiB": ((lambda a, b: a + b), lambda: (torch.randn(n, device="cuda"), torch.randn(n, device="cuda")), 3 * 64 * 2**20, 0),
         "relu_f32_64MiB": ((lambda a: torch.relu(a)), lambda: (torch.randn(n, device="cuda"),), 2 * 64 * 2**20, 0),
+        # Chains: bytes per call, times divided by the calls (see main).
+        "relu_f32_64MiB_chain10": (chain(torch.relu, 10), lambda: (torch.randn(n, device="cuda"),), 2 * 64 * 2**20, 0),
+        "relu_f32_1GiB_chain10": (chain(torch.relu, 10), lambda: (torch.randn(gib, device="cuda"),), 2 * 2**30, 0),
+        "add_f32_1GiB_chain10": (chain(torch.add, 10), lambda: (torch.randn(gib, device="cuda"), torch.randn(gib, device="cuda")), 3 * 2**30, 0),
         "exp_f16_32MiB": ((lambda a: torch.exp(a)), lambda: (torch.randn(n, device="cuda", dtype=f16),), 2 * 32 * 2**20, 0),
         "sum_all_8192x8192": ((lambda a: a.sum()), lambda: (big(),), 4 * 8192 * 8192, 0),
         "sum_rows_8192x8192": ((lambda a: a.sum(1)), lambda: (big(),), 4 * 8192 * 8192, 0),
@@ -47,6 +70,13 @@ def torch_cases():
         "linear_f16_8192x4096x4096": ((lambda x, w, b: torch.nn.functional.linear(x, w, b)), lambda: (torch.randn(8192, 4096, device="cuda", dtype=f16), torch.randn(4096, 4096, device="cuda", dtype=f16), torch.randn(4096, device="cuda", dtype=f16)), 0, 2 * 8192 * 4096 * 4096),
         "bmm_f32_32x1024x1024": ((lambda a, b: torch.bmm(a, b)), lambda: (torch.randn(32, 1024, 1024, device="cuda"), torch.randn(32, 1024, 1024, device="cuda")), 0, 2 * 32 * 1024**3),
         "conv2d_8x64x56x56_k3": ((lambda x, w: torch.nn.functional.conv2d(x, w, padding=1)), lambda: (torch.randn(8, 64, 56, 56, device="cuda"), torch.randn(64, 64, 3, 3, device="cuda")), 0, 2 * 8 * 64 * 56 * 56 * 64 * 9),
+        "conv2d_32x64x56x56_k3": conv(32, 64, 56, 64, 3, 1, 1),
+        "conv2d_32x128x28x28_k3": conv(32, 128, 28, 128, 3, 1, 1),
+        "conv2d_32x256x14x14_k3": conv(32, 256, 14, 256, 3, 1, 1),
+        "conv2d_32x256x56x56_k1_to64": conv(32, 256, 56, 64, 1, 1, 0),
+        "conv2d_32x3x224x224_k7s2": conv(32, 3, 224, 64, 7, 2, 3),
+        "conv2d_f16_32x64x56x56_k3": conv(32, 64, 56, 64, 3, 1, 1, f16),
+        "conv_transpose2d_32x128x28x28_k4s2": ((lambda x, w: torch.nn.functional.conv_transpose2d(x, w, stride=2, padding=1)), lambda: (torch.randn(32, 128, 28, 28, device="cuda"), torch.randn(128, 64, 4, 4, device="cuda")), 0, 2 * 32 * 128 * 28 * 28 * 64 * 16),
     }
 
 
@@ -86,10 +116,16 @@ def main():
             continue
         fn, make, nbytes, flops = ref[name]
         t = time_torch(fn, make(), repeats)
+        calls = int(name.rsplit("_chain", 1)[1]) if "_chain" in name else 1
+        t /= calls
         unit = "TFLOP/s" if flops else "GB/s"
         mine = r.get("tflops", r.get("gbps"))
         theirs = flops / t / 1e12 if flops else nbytes / t / 1e9
-        print(f"{name:28} {mine:9.1f} {unit:>4} {theirs:9.1f} {unit:>4} {mine / theirs:6.2f}x")
+        extra = ""
+        if "peak_reserved_bytes" in r:
+            grown = (r["peak_reserved_bytes"] - r["reserved_before_bytes"]) / 2**20
+            extra = f"  (reserved {grown:.0f} MiB more at peak; cold {r['cold_seconds'] * 1e3:.2f} ms per call)"
+        print(f"{name:28} {mine:9.1f} {unit:>4} {theirs:9.1f} {unit:>4} {mine / theirs:6.2f}x{extra}")
 
 
 if __name__ == "__main__":

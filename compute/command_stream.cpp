@@ -35,7 +35,9 @@ const DeviceFeatures* BatchRecorder::features() const { return &kernels_.device(
 uint64_t BatchRecorder::params(std::span<const std::byte> bytes) { return arena_.copy(bytes).address; }
 
 std::shared_ptr<Buffer> BatchRecorder::scratch(uint64_t bytes) {
-  scratch_.push_back(allocator_.allocate(std::max<uint64_t>(bytes, 16), "(scratch)"));
+  // Recorded now, ahead of queued work that may still use ordered blocks:
+  // only idle memory will do.
+  scratch_.push_back(allocator_.allocate(std::max<uint64_t>(bytes, 16), "(scratch)", CachingAllocator::Reuse::kIdleOnly));
   return scratch_.back();
 }
 
@@ -74,6 +76,11 @@ void BatchRecorder::dispatch(const KernelSource& source, std::span<const std::by
   cmd_.bindPipeline(vk::PipelineBindPoint::eCompute, *pipeline);
   cmd_.pushConstants<std::byte>(*kernels_.layout(), vk::ShaderStageFlagBits::eCompute, 0, push);
   cmd_.dispatch(gx, gy, gz);
+}
+
+void BatchRecorder::recordCommands(const std::function<void(VkCommandBuffer_T* commandBuffer)>& record) {
+  barrier();
+  record(static_cast<VkCommandBuffer>(*cmd_));
 }
 
 void BatchRecorder::copy(vk::Buffer src, uint64_t srcOffset, vk::Buffer dst, uint64_t dstOffset, uint64_t bytes) {

@@ -43,6 +43,7 @@ class BatchRecorder final : public Recorder {
   uint64_t params(std::span<const std::byte> bytes) override;
   std::shared_ptr<Buffer> scratch(uint64_t bytes) override;
   uint64_t errorSlot(DeviceErrorDescriber describe) override;
+  void recordCommands(const std::function<void(VkCommandBuffer_T* commandBuffer)>& record) override;
 
   void copy(vk::Buffer src, uint64_t srcOffset, vk::Buffer dst, uint64_t dstOffset, uint64_t bytes);
 

@@ -11,6 +11,7 @@
 #include "compute/kernel_templates.h"
 #include "compute/op_table.h"
 #include "compute/staging.h"
+#include "compute/user_kernels.h"
 
 namespace tensord::compute {
 namespace {
@@ -19,6 +20,15 @@ namespace {
 // ~50 TFLOP/s over ~3 TB/s; lavapipe on a CPU is not far off), to put
 // compute-bound work on the same scale as memory-bound work.
 constexpr uint64_t kFlopsPerByte = 16;
+
+// Queued work holds pins, not leases (buffer.h): a tensor dropped while its
+// work is queued gives its memory back at once, to work queued later. The
+// callers' leases (the by-value arguments below) outlive the enqueue call.
+std::vector<TensorView> pinned(const std::vector<TensorView>& views) {
+  std::vector<TensorView> out = views;
+  for (auto& v : out) v.buffer = v.buffer->pin();
+  return out;
+}
 
 }  // namespace
 
@@ -63,6 +73,7 @@ uint64_t Engine::ownerBytes(const std::string& owner) const { return impl_->allo
 void Engine::enqueueOp(const std::string& owner, const OpSpec& spec, std::vector<TensorView> inputs, std::vector<TensorView> outputs,
                        Attrs attrs, Completion done) {
   checkDTypes(spec, inputs, outputs);
+  std::vector<TensorView> pinnedIn = pinned(inputs), pinnedOut = pinned(outputs);
   Job job{.done = std::move(done), .what = spec.name, .owner = owner};
   if (uint64_t flops = spec.kernel->flops(spec, inputs, outputs, attrs)) {
     // Compute-bound: about as long as moving flops / kFlopsPerByte bytes.
@@ -70,14 +81,14 @@ void Engine::enqueueOp(const std::string& owner, const OpSpec& spec, std::vector
     for (const auto& v : inputs) job.cost += v.buffer->bytes();
     for (const auto& v : outputs) job.cost += v.buffer->bytes();
   }
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    job.reads.emplace_back(spec.inputs.empty() ? std::to_string(i) : spec.inputName(i), inputs[i].buffer);
+  for (size_t i = 0; i < pinnedIn.size(); ++i) {
+    job.reads.emplace_back(spec.inputs.empty() ? std::to_string(i) : spec.inputName(i), pinnedIn[i].buffer);
     if (std::find(spec.mutates.begin(), spec.mutates.end(), spec.inputName(i)) != spec.mutates.end()) {
-      job.writes.push_back(inputs[i].buffer);
+      job.writes.push_back(pinnedIn[i].buffer);
     }
   }
-  for (const auto& out : outputs) job.writes.push_back(out.buffer);
-  job.record = [&spec, inputs = std::move(inputs), outputs = std::move(outputs),
+  for (const auto& out : pinnedOut) job.writes.push_back(out.buffer);
+  job.record = [&spec, inputs = std::move(pinnedIn), outputs = std::move(pinnedOut),
                 attrs = std::move(attrs)](BatchRecorder& r) { spec.kernel->record(spec, r, inputs, outputs, attrs); };
   impl_->stream.enqueue(std::move(job));
 }
@@ -100,18 +111,19 @@ void Engine::checkDTypes(const OpSpec& spec, std::span<const TensorView> inputs,
 void Engine::enqueueShapeQuery(const std::string& owner, const OpSpec& spec, std::vector<TensorView> inputs, Attrs attrs,
                                std::shared_ptr<std::vector<TensorDesc>> outputs, Completion done) {
   checkDTypes(spec, inputs, {});
+  std::vector<TensorView> pinnedIn = pinned(inputs);
   // The words live in the batch's parameter memory, which stays valid until
   // the completions of the batch have run.
   auto words = std::make_shared<const uint32_t*>(nullptr);
   std::vector<TensorDesc> descs;
   std::vector<std::pair<std::string, std::shared_ptr<Buffer>>> reads;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    descs.push_back(inputs[i].desc);
-    reads.emplace_back(spec.inputName(i), inputs[i].buffer);
+  for (size_t i = 0; i < pinnedIn.size(); ++i) {
+    descs.push_back(pinnedIn[i].desc);
+    reads.emplace_back(spec.inputName(i), pinnedIn[i].buffer);
   }
   impl_->stream.enqueue(
       {.record =
-           [&spec, inputs = std::move(inputs), attrs, words](BatchRecorder& r) {
+           [&spec, inputs = std::move(pinnedIn), attrs, words](BatchRecorder& r) {
              auto slot = r.hostWords(8);
              *words = slot.first;
              spec.kernel->recordShapeQuery(spec, r, inputs, attrs, slot.second);
@@ -132,6 +144,10 @@ void Engine::enqueueShapeQuery(const std::string& owner, const OpSpec& spec, std
        .owner = owner});
 }
 
+std::shared_ptr<const UserKernel> Engine::buildUserKernel(UserKernelSource source) {
+  return compute::buildUserKernel(impl_->device, impl_->kernels, std::move(source), *impl_->log);
+}
+
 bool Engine::dtypeSupported(DType d) const {
   const DeviceFeatures& f = device().features;
   switch (d) {
@@ -149,8 +165,9 @@ void Engine::enqueueCopy(const std::string& owner, std::shared_ptr<Buffer> src, 
     throwInvalid("copy of " + std::to_string(bytes) + " bytes exceeds a buffer (" + std::to_string(src->bytes()) +
                  " -> " + std::to_string(dst->bytes()) + ")");
   }
+  std::shared_ptr<Buffer> from = src->pin(), to = dst->pin();  // the leases outlive the call
   impl_->stream.enqueue({.record =
-                             [src, dst, bytes](BatchRecorder& r) {
+                             [src = from, dst = to, bytes](BatchRecorder& r) {
                                // Capacities are multiples of 256, so whole 16-byte words are in bounds.
                                CopyPush push{src->deviceAddress(), dst->deviceAddress(), uint32_t((bytes + 15) / 16)};
                                uint32_t groups = uint32_t(std::min<uint64_t>((push.count16 + 255) / 256, r.maxGroups(0)));
@@ -158,8 +175,8 @@ void Engine::enqueueCopy(const std::string& owner, std::shared_ptr<Buffer> src, 
                              },
                          .done = std::move(done),
                          .what = "copy",
-                         .reads = {{"source", src}},
-                         .writes = {dst},
+                         .reads = {{"source", from}},
+                         .writes = {to},
                          .owner = owner,
                          .cost = 2 * bytes});
 }
@@ -176,13 +193,15 @@ void Engine::enqueueUpload(const std::string& owner, const StagingSlot& slot, ui
                  " exceeds the tensor's " + std::to_string(dst->bytes()) + " bytes");
   }
   StagingPool& staging = impl_->staging;
+  std::shared_ptr<Buffer> to = dst->pin();  // the lease outlives the call
   impl_->stream.enqueue({.record =
-                             [&staging, slot, bytes, dst, dstOffset](BatchRecorder& r) {
-                               r.copy(staging.buffer(), staging.offsetOf(slot), *dst->block().buffer, dstOffset, bytes);
+                             [&staging, slot, bytes, dst = to, dstOffset](BatchRecorder& r) {
+                               r.copy(staging.buffer(), staging.offsetOf(slot), dst->block().buffer,
+                                      dst->offset() + dstOffset, bytes);
                              },
                          .done = std::move(done),
                          .what = "upload",
-                         .writes = {dst},
+                         .writes = {to},
                          .owner = owner,
                          .cost = bytes});
 }
@@ -194,13 +213,15 @@ void Engine::enqueueDownload(const std::string& owner, std::shared_ptr<Buffer> s
                  " exceeds the tensor's " + std::to_string(src->bytes()) + " bytes");
   }
   StagingPool& staging = impl_->staging;
+  std::shared_ptr<Buffer> from = src->pin();  // the lease outlives the call
   impl_->stream.enqueue({.record =
-                             [&staging, slot, bytes, src, srcOffset](BatchRecorder& r) {
-                               r.copy(*src->block().buffer, srcOffset, staging.buffer(), staging.offsetOf(slot), bytes);
+                             [&staging, slot, bytes, src = from, srcOffset](BatchRecorder& r) {
+                               r.copy(src->block().buffer, src->offset() + srcOffset, staging.buffer(),
+                                      staging.offsetOf(slot), bytes);
                              },
                          .done = std::move(done),
                          .what = "download",
-                         .reads = {{"tensor", src}},
+                         .reads = {{"tensor", from}},
                          .owner = owner,
                          .cost = bytes});
 }

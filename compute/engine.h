@@ -5,7 +5,8 @@
 // Threads: every method may be called from any thread. Work is recorded and
 // submitted on the engine's own submit thread; `Completion` callbacks run on
 // its completion thread, in submission order, and must not block. Buffers and staging slots handed to
-// enqueue* stay alive until their completion has run.
+// enqueue* stay alive until their completion has run (queued work pins buffers: their memory may serve
+// tensors allocated later as soon as the caller's last lease is gone, see buffer.h).
 
 #include <cstdint>
 #include <exception>
@@ -29,6 +30,8 @@ class logger;
 namespace tensord::compute {
 
 class OpTable;
+class UserKernel;
+struct UserKernelSource;
 
 // The device time of one finished job, from Vulkan timestamp queries.
 struct DeviceTime {
@@ -66,6 +69,11 @@ struct DeviceFeatures {
   // A/B into f32 C/D on 32-wide subgroups, plus shaderFloat16 and the Vulkan
   // memory model its shaders need: f16 matmul on tensor cores.
   bool coopMatrixF16 = false;
+  // User kernels (user_kernels.h) bind descriptors with VK_KHR_push_descriptor
+  // and need VK_EXT_robustness2's robustBufferAccess2 (with robustBufferAccess):
+  // an out-of-range access then stays inside the bound range of one tensor.
+  bool pushDescriptors = false;
+  bool robustBufferAccess2 = false;
 };
 
 struct DeviceInfo {
@@ -114,7 +122,10 @@ class Engine {
   const DeviceInfo& device() const;
   const OpTable& ops() const;
 
-  // Device memory for one tensor, charged to `owner`. Throws
+  // Device memory for one tensor, charged to `owner`: a lease (buffer.h).
+  // The memory may have belonged to a tensor dropped while its work is still
+  // queued; work enqueued on the new tensor runs after that work. Keep a
+  // lease until the work that uses it is enqueued. Throws
   // ComputeError(kOutOfMemory) when the limit or the device is exhausted.
   std::shared_ptr<Buffer> allocate(uint64_t bytes, const std::string& owner);
   MemoryStats memoryStats() const;
@@ -135,6 +146,11 @@ class Engine {
   // then allocates the outputs and calls enqueueOp as for any op.
   void enqueueShapeQuery(const std::string& owner, const OpSpec& spec, std::vector<TensorView> inputs, Attrs attrs,
                          std::shared_ptr<std::vector<TensorDesc>> outputs, Completion done);
+
+  // Compiles and checks a kernel a peer registers (user_kernels.h) and
+  // creates its pipeline. Blocks; call it off the event loop. Throws
+  // ComputeError naming what is wrong.
+  std::shared_ptr<const UserKernel> buildUserKernel(UserKernelSource source);
 
   // Whether tensors of `dtype` can live on this device (see DeviceFeatures).
   bool dtypeSupported(DType dtype) const;

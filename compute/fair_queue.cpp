@@ -22,12 +22,12 @@ uint64_t FairQueue::costOf(const Job& job) {
   return bytes + kDispatchCost;
 }
 
-std::vector<const Buffer*> FairQueue::buffersOf(const Job& job, bool writes) {
-  std::vector<const Buffer*> out;
+std::vector<const Block*> FairQueue::blocksOf(const Job& job, bool writes) {
+  std::vector<const Block*> out;
   if (writes) {
-    for (const auto& buffer : job.writes) out.push_back(buffer.get());
+    for (const auto& buffer : job.writes) out.push_back(&buffer->block());
   } else {
-    for (const auto& [name, buffer] : job.reads) out.push_back(buffer.get());
+    for (const auto& [name, buffer] : job.reads) out.push_back(&buffer->block());
   }
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
@@ -38,18 +38,18 @@ void FairQueue::push(Job job) {
   Entry entry{.seq = nextSeq_++,
               .cost = costOf(job),
               .after = {},
-              .reads = buffersOf(job, false),
-              .writes = buffersOf(job, true),
+              .reads = blocksOf(job, false),
+              .writes = blocksOf(job, true),
               .job = std::move(job)};
   const auto& reads = entry.reads;
   const auto& writes = entry.writes;
   // Conflicts with queued jobs first, then this job's own accesses (a job
   // that reads and writes one buffer must not wait on itself).
-  for (const Buffer* b : reads) {
+  for (const Block* b : reads) {
     auto it = pending_.find(b);
     if (it != pending_.end() && it->second.lastWrite != kNone) entry.after.push_back(it->second.lastWrite);
   }
-  for (const Buffer* b : writes) {
+  for (const Block* b : writes) {
     auto it = pending_.find(b);
     if (it == pending_.end()) continue;
     if (it->second.lastWrite != kNone) entry.after.push_back(it->second.lastWrite);
@@ -57,8 +57,8 @@ void FairQueue::push(Job job) {
   }
   std::sort(entry.after.begin(), entry.after.end());
   entry.after.erase(std::unique(entry.after.begin(), entry.after.end()), entry.after.end());
-  for (const Buffer* b : reads) pending_[b].readsSinceWrite.push_back(entry.seq);
-  for (const Buffer* b : writes) {
+  for (const Block* b : reads) pending_[b].readsSinceWrite.push_back(entry.seq);
+  for (const Block* b : writes) {
     Pending& p = pending_[b];
     p.lastWrite = entry.seq;
     p.readsSinceWrite.clear();  // a later writer waits for this job, which waits for them
@@ -75,8 +75,8 @@ bool FairQueue::ready(const Entry& entry) const {
   return std::none_of(entry.after.begin(), entry.after.end(), [&](uint64_t seq) { return waiting_.count(seq) != 0; });
 }
 
-void FairQueue::forget(const Buffer* buffer, uint64_t seq) {
-  auto it = pending_.find(buffer);
+void FairQueue::forget(const Block* block, uint64_t seq) {
+  auto it = pending_.find(block);
   if (it == pending_.end()) return;
   Pending& p = it->second;
   if (p.lastWrite == seq) p.lastWrite = kNone;
@@ -86,8 +86,8 @@ void FairQueue::forget(const Buffer* buffer, uint64_t seq) {
 
 void FairQueue::take(Entry& entry, std::deque<Job>& out) {
   waiting_.erase(entry.seq);
-  for (const Buffer* b : entry.reads) forget(b, entry.seq);
-  for (const Buffer* b : entry.writes) forget(b, entry.seq);
+  for (const Block* b : entry.reads) forget(b, entry.seq);
+  for (const Block* b : entry.writes) forget(b, entry.seq);
   out.push_back(std::move(entry.job));
 }
 

@@ -13,7 +13,10 @@
 //
 // Jobs of different owners may share buffers (named tensors, views): a job
 // is taken only after every earlier job it conflicts with (a write before
-// its read, any access before its write) has been taken. Taken jobs are
+// its read, any access before its write) has been taken. Conflicts are
+// found by memory (Block), not by Buffer object: a block freed while queued
+// work still uses it may already serve a new Buffer (see buffer.h), whose
+// work must then wait for the old Buffer's. Taken jobs are
 // recorded in order with a barrier between them, so that is all the
 // ordering the device needs. The oldest waiting job never waits on anything,
 // so the queue always makes progress.
@@ -85,14 +88,14 @@ class FairQueue {
     uint64_t seq;
     uint64_t cost;
     std::vector<uint64_t> after;  // seqs of other owners' jobs to be taken first
-    std::vector<const Buffer*> reads, writes;  // the job's buffers, each once
+    std::vector<const Block*> reads, writes;  // the memory of the job's buffers, each once
     Job job;
   };
   struct Owner {
     std::deque<Entry> jobs;
     uint64_t deficit = 0;
   };
-  // The queued, not yet taken accesses to one buffer.
+  // The queued, not yet taken accesses to one block of memory.
   struct Pending {
     uint64_t lastWrite = kNone;
     std::vector<uint64_t> readsSinceWrite;
@@ -101,15 +104,15 @@ class FairQueue {
 
   bool ready(const Entry& entry) const;
   void take(Entry& entry, std::deque<Job>& out);
-  void forget(const Buffer* buffer, uint64_t seq);
-  static std::vector<const Buffer*> buffersOf(const Job& job, bool writes);
+  void forget(const Block* block, uint64_t seq);
+  static std::vector<const Block*> blocksOf(const Job& job, bool writes);
 
   BatchLimits limits_;
   uint64_t nextSeq_ = 0;
   std::set<uint64_t> waiting_;          // seqs queued and not yet taken
   std::map<std::string, Owner> owners_;  // owners with jobs waiting
   std::deque<std::string> turn_;        // round-robin order of owners_
-  std::unordered_map<const Buffer*, Pending> pending_;
+  std::unordered_map<const Block*, Pending> pending_;
 };
 
 }  // namespace tensord::compute

@@ -13,6 +13,14 @@
 namespace tensord::compute {
 namespace {
 
+// relu on floats as integer operations on the bits: negative numbers (sign
+// set, not NaN) become +0, everything else (NaN included) passes through.
+// NVIDIA's compiler turns the obvious `a < 0.0 ? 0.0 : a` into a max that
+// drops NaN, and an isnan guard in front of max costs bandwidth there.
+constexpr const char* kReluFloat =
+    "uintBitsToFloat(floatBitsToUint(a) > 0x80000000u && floatBitsToUint(a) <= 0xFF800000u ? 0u : "
+    "floatBitsToUint(a))";
+
 using R = ElementwiseSpec::Result;
 using ExprFn = std::function<std::string(const Attrs&, DType)>;
 
@@ -105,7 +113,7 @@ void addElementwiseOps(std::vector<OpSpec>& ops) {
   ops.push_back(unary("round", byKind("roundEven(a)", "a"), R::kSame, N, "nearest integer, ties to even (as torch.round)"));
   ops.push_back(unary("trunc", byKind("trunc(a)", "a"), R::kSame, N, "integer part, towards zero"));
   ops.push_back(unary("frac", same("a - trunc(a)"), R::kSame, F, "x - trunc(x)"));
-  ops.push_back(unary("relu", [](const Attrs&, DType d) { return isFloating(d) ? "(a < 0.0 ? 0.0 : a)" : d == DType::U8 ? "a" : d == DType::I64 ? "max(a, 0l)" : "max(a, 0)"; },
+  ops.push_back(unary("relu", [](const Attrs&, DType d) { return isFloating(d) ? kReluFloat : d == DType::U8 ? "a" : d == DType::I64 ? "max(a, 0l)" : "max(a, 0)"; },
                       R::kSame, N, "max(x, 0)"));
   // ------------------------------------------------------------ unary float math (ints compute in f32)
   struct Math {
@@ -151,7 +159,7 @@ void addElementwiseOps(std::vector<OpSpec>& ops) {
        }) {
     ops.push_back(unary(m.name, same(m.expr), R::kFloat, N, m.doc));
   }
-  ops.push_back(unary("relu6", same("a < 0.0 ? 0.0 : (a > 6.0 ? 6.0 : a)"), R::kSame, F, "min(max(x, 0), 6)"));
+  ops.push_back(unary("relu6", same("(isnan(a) ? a : clamp(a, 0.0, 6.0))"), R::kSame, F, "min(max(x, 0), 6)"));
   ops.push_back(unary("leaky_relu", same("a >= 0.0 ? a : a * s0"), R::kSame, F, "x if x >= 0 else negative_slope * x",
                       {floatAttr("negative_slope", 0.01, "slope for x < 0")}));
   ops.push_back(unary("elu", same("a > 0.0 ? a : s0 * expm1_f(a)"), R::kSame, F, "x if x > 0 else alpha * (e^x - 1)",

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <numeric>
 
 #include "compute/error.h"
 #include "compute/glsl.h"
@@ -102,6 +103,62 @@ struct ConvPush {
   uint64_t y, x, w, b, meta;
   uint32_t items, hasBias;
 };
+
+// The implicit GEMM (kernels/conv_gemm.comp): per group and output phase,
+// output channels x output pixels, K = input channels of the group x taps.
+struct GemmTile {
+  int bm = 64, bn = 64;      // output channels x pixels per workgroup
+  int bk = 8;                // K step
+  bool weightVec4 = false;   // weight rows contiguous along K, K a multiple of 4, aligned
+};
+constexpr int kGemmMetaHead = 24, kGemmMetaPerPhase = 16;
+// conv_transpose with more stride phases than this stays direct (its meta
+// would grow and each phase's tap set would be tiny).
+constexpr int64_t kGemmMaxPhases = 64;
+// Fewer output channels per group than this leave most of a 64-row tile
+// idle, fewer products per output than this (K) make the tile loads dominate:
+// the direct kernel wins there (depthwise convs, an RGB head).
+constexpr int64_t kGemmMinChannels = 16, kGemmMinK = 16;
+// Tiles are 64 output channels high: measured on an H100 at ResNet shapes,
+// 128x128 and 128x64 tiles ran 5-40% slower than 64x128 and 64x64 ones, and
+// 64x256 ones 5-25% slower. With vector weight loads and a kernel of more
+// than one tap, 64x64 tiles in K steps of 16 ran fastest (5-20%); otherwise
+// K steps of 8, and 128 pixels wide where that leaves this many workgroups
+// (fewer, and 64-pixel tiles fill the GPU better).
+constexpr int64_t kGemmWideTiles = 384;
+
+struct ConvGemmPush {
+  uint64_t y, x, w, b, meta;
+};
+
+// One output phase of the GEMM (conv_gemm.comp's per-phase meta words).
+struct GemmPhase {
+  int64_t rh = 0, rw = 0, ohp = 0, owp = 0, khp = 0, kwp = 0, bh = 0, mh = 1, bw = 0, mw = 1, wh0 = 0, wsh = 1,
+          ww0 = 0, wsw = 1;
+};
+
+// One spatial dim of a transposed conv's phase: the outputs r + stride * i
+// (count) take the taps w0 + step * t (taps of them), which read input
+// i + b + m * t.
+struct PhaseDim {
+  int64_t count = 0, taps = 0, b = 0, m = 0, w0 = 0, step = 1;
+};
+
+PhaseDim transposedPhaseDim(int64_t r, int64_t out, int64_t k, int64_t s, int64_t p, int64_t d) {
+  PhaseDim pd;
+  pd.count = r < out ? (out - r + s - 1) / s : 0;
+  pd.step = s / std::gcd(s, d);
+  for (int64_t kh = 0; kh < std::min(k, pd.step); ++kh) {
+    if (((r + p - kh * d) % s + s) % s == 0) {
+      pd.w0 = kh;
+      pd.taps = (k - 1 - kh) / pd.step + 1;
+      pd.b = (r + p - kh * d) / s;  // exact
+      pd.m = -(pd.step * d) / s;    // exact: step * d is a multiple of s
+      break;
+    }
+  }
+  return pd;
+}
 
 class Conv final : public KernelTemplate {
  public:
@@ -232,11 +289,124 @@ class Conv final : public KernelTemplate {
     });
   }
 
+  const KernelSource& gemmSource(DType dtype, const GemmTile& tile) const {
+    std::string key = "conv_gemm|" + std::string(dtypeName(dtype)) + "|" + std::to_string(tile.bm) + "x" +
+                      std::to_string(tile.bn) + "x" + std::to_string(tile.bk) + (tile.weightVec4 ? "|v4" : "|v1");
+    return variants_.get(key, [&] {
+      GlslBuilder b(dtype);
+      b.output("y", dtype).input("x", dtype).input("w", dtype).input("b", dtype);
+      b.define("BM", std::to_string(tile.bm) + "u").define("BN", std::to_string(tile.bn) + "u");
+      b.define("BK", std::to_string(tile.bk) + "u");
+      if (tile.weightVec4) b.define("WEIGHT_VEC4");
+      return b.build(kernelFile("conv_gemm.comp"));
+    });
+  }
+
+  // The GEMM's output phases: one for a conv, one per residue of the output
+  // position modulo the stride for a transposed conv (each a conv of stride
+  // 1 over the taps that land on whole input positions).
+  std::vector<GemmPhase> gemmPhases(const ConvGeometry& g) const {
+    if (!transposed_) {
+      GemmPhase ph;
+      ph.ohp = g.oh, ph.owp = g.ow, ph.khp = g.kh, ph.kwp = g.kw, ph.mh = g.dh, ph.mw = g.dw;
+      return {ph};
+    }
+    std::vector<GemmPhase> phases;
+    for (int64_t rh = 0; rh < g.sh; ++rh) {
+      const PhaseDim dh = transposedPhaseDim(rh, g.oh, g.kh, g.sh, g.ph, g.dh);
+      if (dh.count == 0) continue;
+      for (int64_t rw = 0; rw < g.sw; ++rw) {
+        const PhaseDim dw = transposedPhaseDim(rw, g.ow, g.kw, g.sw, g.pw, g.dw);
+        if (dw.count == 0) continue;
+        GemmPhase ph;
+        ph.rh = rh, ph.rw = rw, ph.ohp = dh.count, ph.owp = dw.count;
+        if (dh.taps > 0 && dw.taps > 0) {  // else no tap reaches these outputs: the bias alone
+          ph.khp = dh.taps, ph.kwp = dw.taps;
+          ph.bh = dh.b, ph.mh = dh.m, ph.bw = dw.b, ph.mw = dw.m;
+          ph.wh0 = dh.w0, ph.wsh = dh.step, ph.ww0 = dw.w0, ph.wsw = dw.step;
+        }
+        phases.push_back(ph);
+      }
+    }
+    return phases;
+  }
+
+  // Whether the implicit GEMM should run this call (see kGemmMinChannels).
+  bool useGemm(const ConvGeometry& g) const {
+    const int64_t cg = g.in.c / g.groups, og = g.o / g.groups;
+    if (og < kGemmMinChannels) return false;
+    if (transposed_) {
+      if (g.sh * g.sw > kGemmMaxPhases) return false;
+      return cg * g.kh * g.kw >= kGemmMinK * g.sh * g.sw;  // the taps of one phase, on average
+    }
+    return cg * g.kh * g.kw >= kGemmMinK;
+  }
+
+  // The tile for this call; `weightVec4`: the weight moves as vectors
+  // (a conv, not transposed, K a multiple of 4, an aligned weight).
+  GemmTile gemmTile(const ConvGeometry& g, int64_t pixels, int64_t units, bool weightVec4) const {
+    const int64_t og = g.o / g.groups;
+    GemmTile t;
+    t.weightVec4 = weightVec4;
+    if (weightVec4 && g.kh * g.kw > 1) {
+      t.bk = 16;  // half the barriers; with scalar weights or 1x1 kernels measured slower
+      return t;
+    }
+    // 64-pixel tiles unless 128-pixel ones still give each SM of a large
+    // GPU about three workgroups.
+    if (units * ((og + 63) / 64) * ((pixels + 127) / 128) >= kGemmWideTiles) t.bn = 128;
+    return t;
+  }
+
+  void recordGemm(Recorder& r, const ConvGeometry& g, std::span<const TensorView> in, const TensorView& out) const {
+    const int64_t cg = g.in.c / g.groups, og = g.o / g.groups;
+    const std::vector<GemmPhase> phases = gemmPhases(g);
+    if (phases.empty()) return;
+    std::vector<int64_t> meta = {g.in.n, g.in.c, g.in.h, g.in.w, g.o, g.oh, g.ow, g.groups, cg, og};
+    if (!transposed_) {
+      // Pixel (n, i, j) reads input (i * stride - padding, ...) at tap 0;
+      // weight [O, CG, KH, KW].
+      meta.insert(meta.end(), {g.sh, g.sw, g.ph, g.pw, 1, 1, cg * g.kh * g.kw, g.kh * g.kw, og * cg * g.kh * g.kw});
+    } else {
+      // Pixel (n, i, j) of a phase is output (r + stride * i, ...); weight [C, OG, KH, KW].
+      meta.insert(meta.end(), {1, 1, 0, 0, g.sh, g.sw, g.kh * g.kw, og * g.kh * g.kw, cg * og * g.kh * g.kw});
+    }
+    meta.insert(meta.end(), {g.kw, g.bias ? 1 : 0, int64_t(phases.size())});
+    meta.resize(size_t(kGemmMetaHead), 0);
+    int64_t pixels = 0;
+    for (const GemmPhase& ph : phases) {
+      meta.insert(meta.end(), {ph.rh, ph.rw, ph.ohp, ph.owp, ph.khp, ph.kwp, ph.bh, ph.mh, ph.bw, ph.mw, ph.wh0,
+                               ph.wsh, ph.ww0, ph.wsw});
+      meta.resize(meta.size() + size_t(kGemmMetaPerPhase - 14), 0);
+      pixels = std::max(pixels, g.in.n * ph.ohp * ph.owp);
+    }
+    std::vector<uint32_t> words;
+    for (int64_t v : meta) words.push_back(uint32_t(int32_t(v)));
+    const int64_t units = int64_t(phases.size()) * g.groups;
+    const uint64_t vectorBytes = 4 * dtypeSize(in[1].desc.dtype);
+    const bool weightVec4 =
+        !transposed_ && (cg * g.kh * g.kw) % 4 == 0 && in[1].buffer->deviceAddress() % vectorBytes == 0;
+    const GemmTile tile = gemmTile(g, pixels, units, weightVec4);
+    ConvGemmPush push{};
+    push.y = out.buffer->deviceAddress();
+    push.x = in[0].buffer->deviceAddress();
+    push.w = in[1].buffer->deviceAddress();
+    push.b = g.bias ? in[2].buffer->deviceAddress() : 0;
+    push.meta = r.params(words);
+    r.dispatch(gemmSource(in[0].desc.dtype, tile), push, r.groupsFor(uint64_t(pixels), uint64_t(tile.bn), 0),
+               r.groupsFor(uint64_t(og), uint64_t(tile.bm), 1), r.groupsFor(uint64_t(units), 1, 2));
+  }
+
   void record(const OpSpec& op, Recorder& r, std::span<const TensorView> in, std::span<const TensorView> out,
               const Attrs& attrs) const override {
     std::vector<TensorDesc> descs;
     for (const auto& v : in) descs.push_back(v.desc);
     ConvGeometry g = geometry(op, descs, attrs);
+    if (out[0].desc.numel() == 0) return;
+    if (useGemm(g)) {
+      recordGemm(r, g, in, out[0]);
+      return;
+    }
     const int64_t cg = g.in.c / g.groups, og = g.o / g.groups;
     const int64_t bpg = (og + kOutChannelsPerInvocation - 1) / kOutChannelsPerInvocation;
     const uint64_t items = uint64_t(g.in.n) * uint64_t(g.groups * bpg) * uint64_t(g.oh * g.ow);
@@ -255,7 +425,12 @@ class Conv final : public KernelTemplate {
   }
 
   std::vector<const KernelSource*> variants(const OpSpec& op, DType dtype) const override {
-    return {&source(op, dtype)};
+    std::vector<const KernelSource*> all = {&source(op, dtype)};
+    for (int bn : {64, 128}) {
+      for (bool v : {false, true}) all.push_back(&gemmSource(dtype, {64, bn, 8, v}));
+    }
+    all.push_back(&gemmSource(dtype, {64, 64, 16, true}));
+    return all;
   }
 
  private:

@@ -1,10 +1,17 @@
 #pragma once
 // Convolution, pooling and resampling templates (ops_conv.cpp):
 //
-//   conv(spatial, transposed)  conv1d/conv2d, conv_transpose2d: a direct
-//                              gather (kernels/conv.comp); each invocation
-//                              sums, in f32 registers, a few neighbouring
-//                              output channels at one output position
+//   conv(spatial, transposed)  conv1d/conv2d, conv_transpose1d/2d: an
+//                              implicit GEMM (kernels/conv_gemm.comp; output
+//                              channels x output pixels, K = input channels
+//                              x taps, the input tile gathered on the fly,
+//                              a transposed conv split into one stride-1
+//                              conv per output phase) where a group has at
+//                              least 16 output channels and 16 products per
+//                              output; else a direct gather (kernels/
+//                              conv.comp): each invocation sums, in f32
+//                              registers, a few neighbouring output
+//                              channels at one output position
 //   pool(kind, spatial)        max/avg/adaptive-avg pooling (kernels/pool.comp)
 //   interpolate()              nearest, nearest-exact, bilinear resize of
 //                              [N, C, H, W] (kernels/interpolate.comp)

@@ -3,7 +3,9 @@
 // their terms over (input channel of the group, kh, kw) in f32 registers, so
 // each input element it loads feeds OCB products. Neighbouring invocations
 // share n and the channel block (the fastest index is ow), so their weight
-// loads coincide. No atomics; output written once.
+// loads coincide. No atomics; output written once. template_conv.cpp runs
+// it for shapes too small for the implicit GEMM (conv_gemm.comp): few output
+// channels per group (depthwise convs) or few products per output.
 //
 // TRANSPOSED: conv_transpose2d. weight [C, OG, KH, KW]; output position oh
 // takes input row ih where oh = ih * SH - PH + kh * DH.
@@ -41,39 +43,42 @@ void main() {
     const int jn = min(OCB, OG - ocl0);
     float acc[OCB];
     for (int j = 0; j < OCB; ++j) acc[j] = 0.0;
+#ifdef TRANSPOSED
+    // Taps outer, channels inner: which taps land on a whole input position
+    // (a division and a remainder each) is worked out once per tap, not once
+    // per channel and tap.
+    const uint plane = uint(H) * uint(W), taps = uint(KH * KW);
+    const uint xn = uint(n * C + g * CG) * plane;
+    for (int kh = 0; kh < KH; ++kh) {
+      const int th = oh + PH - kh * DH;
+      if (th < 0 || th % SH != 0) continue;
+      const int ih = th / SH;
+      if (ih >= H) continue;
+      for (int kw = 0; kw < KW; ++kw) {
+        const int tw = ow + PW - kw * DW;
+        if (tw < 0 || tw % SW != 0) continue;
+        const int iw = tw / SW;
+        if (iw >= W) continue;
+        uint xi = xn + uint(ih * W + iw);
+        uint wk = (uint(g * CG) * uint(OG) + uint(ocl0)) * taps + uint(kh * KW + kw);
+        for (int ci = 0; ci < CG; ++ci, xi += plane, wk += uint(OG) * taps) {
+          const float xv = float(LOAD_x(xi));
+          for (int j = 0; j < OCB; ++j) acc[j] += xv * float(LOAD_w(wk + uint(min(j, jn - 1)) * taps));
+        }
+      }
+    }
+#else
     for (int ci = 0; ci < CG; ++ci) {
       const int c = g * CG + ci;
       const uint xbase = uint(n * C + c) * uint(H) * uint(W);
-#ifdef TRANSPOSED
-      const uint wbase = (uint(c) * uint(OG) + uint(ocl0)) * uint(KH * KW);
-#else
       const uint wbase = (uint(g * OG + ocl0) * uint(CG) + uint(ci)) * uint(KH * KW);
-#endif
-#ifdef TRANSPOSED
-      const uint wstep = uint(KH * KW);
-#else
       const uint wstep = uint(CG * KH * KW);
-#endif
       for (int kh = 0; kh < KH; ++kh) {
-#ifdef TRANSPOSED
-        const int th = oh + PH - kh * DH;
-        if (th < 0 || th % SH != 0) continue;
-        const int ih = th / SH;
-        if (ih >= H) continue;
-#else
         const int ih = oh * SH - PH + kh * DH;
         if (ih < 0 || ih >= H) continue;
-#endif
         for (int kw = 0; kw < KW; ++kw) {
-#ifdef TRANSPOSED
-          const int tw = ow + PW - kw * DW;
-          if (tw < 0 || tw % SW != 0) continue;
-          const int iw = tw / SW;
-          if (iw >= W) continue;
-#else
           const int iw = ow * SW - PW + kw * DW;
           if (iw < 0 || iw >= W) continue;
-#endif
           const float xv = float(LOAD_x(xbase + uint(ih * W + iw)));
           const uint wk = wbase + uint(kh * KW + kw);
           for (int j = 0; j < OCB; ++j) {
@@ -82,6 +87,7 @@ void main() {
         }
       }
     }
+#endif
     for (int j = 0; j < jn; ++j) {
       const int oc = g * OG + ocl0 + j;
       float v = acc[j];

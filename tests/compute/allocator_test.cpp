@@ -1,8 +1,15 @@
-// The caching allocator: size classes, reuse, exact accounting, limits.
-
-#include <spdlog/sinks/stdout_color_sinks.h>
+// The caching allocator: size classes, reuse, exact accounting, limits,
+// chunks for small tensors, and stream-ordered reuse of memory that queued
+// work still pins.
 
 #include "compute/allocator.h"
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <set>
+
+#include "compute/device.h"
 #include "compute/error.h"
 #include "tests/compute/engine_fixture.h"
 
@@ -71,6 +78,163 @@ TEST(AllocatorLimit, OutOfMemoryIsAnErrorNotACrash) {
   kept.reset();
   auto small = engine.allocate(200'000, "a");
   EXPECT_EQ(engine.memoryStats().liveBytes, 200'000u);
+}
+
+TEST(SizeClass, SmallBlocksAreWholeMultiplesOf256) {
+  EXPECT_EQ(CachingAllocator::blockSize(1), 256u);
+  EXPECT_EQ(CachingAllocator::blockSize(257), 512u);  // class 320, a slot of 512
+  EXPECT_EQ(CachingAllocator::blockSize(1000), 1024u);
+  for (uint64_t bytes = 1; bytes <= CachingAllocator::kSlotMaxBytes; bytes = bytes * 3 + 1) {
+    EXPECT_EQ(CachingAllocator::blockSize(bytes) % 256, 0u) << bytes;
+    EXPECT_GE(CachingAllocator::blockSize(bytes), CachingAllocator::sizeClass(bytes)) << bytes;
+  }
+  const uint64_t big = CachingAllocator::kSlotMaxBytes + 1;
+  EXPECT_EQ(CachingAllocator::blockSize(big), CachingAllocator::sizeClass(big)) << "large blocks are not slots";
+}
+
+// A CachingAllocator of its own on the test device, so device allocations
+// and reuse can be counted without the engine's other users.
+class AllocatorTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    log_ = spdlog::stderr_color_mt("allocator-test");
+    log_->set_level(spdlog::level::warn);
+    const char* selector = std::getenv("TENSORD_TEST_DEVICE");
+    device_ = std::make_unique<Device>(selector ? selector : "", *log_);
+  }
+  static void TearDownTestSuite() {
+    device_.reset();
+    spdlog::drop("allocator-test");
+  }
+  static const Device& device() { return *device_; }
+
+  // The invariant every state must keep: cached is what is held but not leased.
+  static void expectConsistent(const CachingAllocator& a) {
+    MemoryStats s = a.stats();
+    EXPECT_LE(s.cachedBytes, s.reservedBytes);
+    EXPECT_LE(s.liveBytes, s.reservedBytes - s.cachedBytes) << "live bytes fit in the leased blocks";
+  }
+
+ private:
+  static inline std::shared_ptr<spdlog::logger> log_;
+  static inline std::unique_ptr<Device> device_;
+};
+
+TEST_F(AllocatorTest, SmallTensorsShareOneDeviceAllocation) {
+  CachingAllocator a(device(), 0);
+  std::vector<std::shared_ptr<Buffer>> held;
+  std::set<uint64_t> addresses;
+  for (int i = 0; i < 16; ++i) {
+    held.push_back(a.allocate(1000, "t"));
+    const Buffer& b = *held.back();
+    EXPECT_EQ(b.capacity(), 1024u);
+    EXPECT_EQ(b.offset() % 256, 0u) << "slots start at multiples of 256";
+    EXPECT_EQ(b.deviceAddress() - b.offset(), held.front()->deviceAddress() - held.front()->offset())
+        << "one VkBuffer under all of them";
+    addresses.insert(b.deviceAddress());
+  }
+  EXPECT_EQ(addresses.size(), held.size()) << "every tensor has its own slot";
+  EXPECT_EQ(a.deviceAllocations(), 1u) << "16 small tensors should come from one chunk";
+  EXPECT_EQ(a.stats().liveBytes, 16'000u);
+  expectConsistent(a);
+  // A large tensor gets an allocation of its own.
+  auto large = a.allocate(CachingAllocator::kSlotMaxBytes + 1, "t");
+  EXPECT_EQ(large->offset(), 0u);
+  EXPECT_EQ(a.deviceAllocations(), 2u);
+  held.clear();
+  large.reset();
+  EXPECT_EQ(a.stats().liveBytes, 0u);
+  EXPECT_EQ(a.stats().cachedBytes, a.stats().reservedBytes) << "everything freed is cached";
+}
+
+TEST_F(AllocatorTest, ChunksGrowAndManySmallTensorsNeedFewAllocations) {
+  CachingAllocator a(device(), 0);
+  std::vector<std::shared_ptr<Buffer>> held;
+  for (int i = 0; i < 5000; ++i) held.push_back(a.allocate(256, "t"));
+  // 256-byte slots: the first chunk holds 256 of them, each later one twice
+  // as many (up to 4 MiB): 5000 tensors in a handful of allocations.
+  EXPECT_LE(a.deviceAllocations(), 6u);
+  EXPECT_EQ(a.stats().liveBytes, 5000u * 256);
+  expectConsistent(a);
+}
+
+TEST_F(AllocatorTest, APinnedBlockServesTheSameOwnerAtOnce) {
+  CachingAllocator a(device(), 0);
+  auto lease = a.allocate(3 << 20, "alice");
+  const uint64_t address = lease->deviceAddress();
+  std::shared_ptr<Buffer> pin = lease->pin();  // what a queued job holds
+  lease.reset();
+  EXPECT_EQ(a.stats().liveBytes, 0u) << "the lease is gone: the tensor no longer counts";
+  EXPECT_EQ(a.ownerBytes("alice"), 0u);
+  const uint64_t reserved = a.stats().reservedBytes;
+
+  // Work queued from now on may use the memory: same owner, same block.
+  auto next = a.allocate(3 << 20, "alice");
+  EXPECT_EQ(next->deviceAddress(), address);
+  EXPECT_EQ(a.stats().reservedBytes, reserved) << "nothing new was allocated";
+  EXPECT_EQ(pin->deviceAddress(), address) << "the pinned Buffer still names its memory";
+  next.reset();
+
+  // Memory needed while recording takes only blocks nothing pins.
+  auto scratch = a.allocate(3 << 20, "(scratch)", CachingAllocator::Reuse::kIdleOnly);
+  EXPECT_NE(scratch->deviceAddress(), address);
+  scratch.reset();
+  // Another owner does not get it while it is pinned (and the limit is far).
+  auto bob = a.allocate(3 << 20, "bob");
+  EXPECT_NE(bob->deviceAddress(), address);
+  bob.reset();
+
+  pin.reset();  // the queued work completed: the block is idle
+  auto idle = a.allocate(3 << 20, "(scratch)", CachingAllocator::Reuse::kIdleOnly);
+  auto other = a.allocate(3 << 20, "bob");
+  EXPECT_TRUE(idle->deviceAddress() == address || other->deviceAddress() == address) << "an idle block serves anyone";
+  expectConsistent(a);
+}
+
+TEST_F(AllocatorTest, UnderTheLimitAnotherOwnersPinnedBlockIsReused) {
+  CachingAllocator a(device(), 5 << 20);
+  auto lease = a.allocate(4 << 20, "alice");
+  const uint64_t address = lease->deviceAddress();
+  auto pin = lease->pin();
+  lease.reset();
+  // No room for a second 4 MiB block: bob gets alice's (the queue orders
+  // bob's work after the work that pins it).
+  auto bob = a.allocate(4 << 20, "bob");
+  EXPECT_EQ(bob->deviceAddress(), address);
+  EXPECT_EQ(a.ownerBytes("bob"), 4u << 20);
+  expectConsistent(a);
+}
+
+TEST_F(AllocatorTest, DroppingTheCacheNeverFreesPinnedMemory) {
+  CachingAllocator a(device(), 6 << 20);
+  auto lease = a.allocate(4 << 20, "alice");
+  auto pin = lease->pin();
+  lease.reset();
+  EXPECT_EQ(a.stats().cachedBytes, 4u << 20);
+  // 3 MiB does not fit next to the pinned 4 MiB, and the pinned block may
+  // not be freed: out of memory, with the pinned block still held.
+  try {
+    a.allocate(3 << 20, "alice", CachingAllocator::Reuse::kIdleOnly);
+    FAIL() << "expected out of memory";
+  } catch (const ComputeError& e) {
+    EXPECT_EQ(e.kind(), ComputeError::Kind::kOutOfMemory) << e.what();
+  }
+  EXPECT_EQ(a.stats().reservedBytes, 4u << 20);
+  EXPECT_EQ(pin->deviceAddress(), pin->block().address);
+  pin.reset();  // now idle: the cache drop frees it and makes room
+  auto fits = a.allocate(3 << 20, "alice", CachingAllocator::Reuse::kIdleOnly);
+  EXPECT_EQ(a.stats().reservedBytes, CachingAllocator::sizeClass(3 << 20));
+  EXPECT_EQ(a.stats().cachedBytes, 0u);
+}
+
+TEST_F(AllocatorTest, ASmallLimitGetsBlocksOfTheirOwnInsteadOfChunks) {
+  // A chunk of 16 slots of 256 KiB would exceed a 1 MiB limit.
+  CachingAllocator a(device(), 1 << 20);
+  auto x = a.allocate(200'000, "t");
+  EXPECT_EQ(a.stats().reservedBytes, CachingAllocator::blockSize(200'000));
+  auto y = a.allocate(200'000, "t");
+  EXPECT_EQ(a.stats().liveBytes, 400'000u);
+  expectConsistent(a);
 }
 
 }  // namespace

@@ -139,6 +139,49 @@ TEST_F(ConvConformanceTest, Conv2dHalfAndBfloat) {
   checkConv({{1, 2, 3, 3}, {2, 3, 2, 2}, {.stride = {2, 2}}, false, DType::BF16}, true);
 }
 
+// Shapes with at least 16 output channels per group and 16 products per
+// output run as an implicit GEMM (conv_gemm.comp), the others on the direct
+// kernel; these cover the GEMM's paths: padding, stride, dilation, groups,
+// tiles cut by the channel and pixel counts, batches, bias or none, weights
+// loaded as vectors (K a multiple of 4) or not, and both tile widths
+// template_conv.cpp picks.
+TEST_F(ConvConformanceTest, Conv2dImplicitGemm) {
+  using A = Conv2dArgs;
+  const ConvCase cases[] = {
+      {{2, 3, 9, 7}, {16, 3, 3, 3}, A{.padding = {1, 1}}, true},                        // 126 pixels, K = 27
+      {{2, 4, 11, 10}, {20, 4, 3, 2}, A{.stride = {2, 1}, .padding = {1, 0}, .dilation = {2, 3}}, false},
+      {{1, 6, 8, 8}, {34, 3, 3, 3}, A{.stride = {1, 2}, .padding = {2, 1}, .groups = 2}, true},  // 17 per group
+      {{3, 32, 5, 5}, {24, 32, 1, 1}, A{.stride = {2, 2}}, false},                      // 1x1, stride
+      {{1, 5, 4, 4}, {16, 5, 4, 4}, A{.padding = {3, 3}, .dilation = {2, 2}}, true},    // taps mostly in the padding
+      {{2, 8, 9, 9}, {70, 4, 3, 3}, A{.padding = {1, 1}, .groups = 2}, true},           // 35 per group: tiles cut
+      {{1, 16, 7, 7}, {130, 16, 2, 2}, A{}, true},                                      // 130 channels, 2 tile rows
+      {{2, 16, 80, 80}, {256, 16, 1, 1}, A{}, false},                                   // 128-pixel tiles
+      {{1, 96, 34, 34}, {1536, 2, 3, 3}, A{.groups = 48}, true},  // ... in 48 groups, K = 18: scalar weights
+  };
+  for (const auto& k : cases) checkConv(k, false);
+  checkConv({{2, 8, 6, 7}, {32, 4, 3, 3}, {.stride = {2, 1}, .padding = {1, 1}, .groups = 2}, true, DType::F16},
+            false);
+  checkConv({{1, 6, 9, 5}, {18, 6, 2, 3}, {.padding = {1, 0}, .dilation = {2, 1}}, false, DType::BF16}, false);
+}
+
+TEST_F(ConvConformanceTest, ConvTranspose2dImplicitGemm) {
+  using A = Conv2dArgs;
+  const ConvCase cases[] = {
+      {{2, 8, 5, 4}, {8, 16, 3, 3}, A{.padding = {1, 1}}, true},  // stride 1: one phase
+      {{1, 8, 5, 6}, {8, 20, 3, 3}, A{.stride = {2, 2}, .padding = {1, 1}, .outputPadding = {1, 1}}, false},
+      {{2, 16, 4, 5}, {16, 16, 3, 4},
+       A{.stride = {3, 2}, .padding = {1, 0}, .dilation = {2, 1}, .outputPadding = {1, 1}, .groups = 2}, true},
+      {{1, 64, 4, 4}, {64, 16, 1, 1}, A{.stride = {2, 2}}, true},  // phases no tap reaches: the bias alone
+      {{1, 16, 6, 6}, {16, 17, 3, 3}, A{.padding = {2, 2}}, false},  // padding past the kernel's reach
+      {{2, 18, 4, 3}, {18, 16, 4, 4}, A{.stride = {2, 2}, .padding = {1, 1}}, true},  // the usual 2x upsampler
+  };
+  for (const auto& k : cases) checkConv(k, true);
+  checkConv({{1, 8, 4, 3}, {8, 16, 3, 3}, {.stride = {2, 2}, .padding = {1, 1}, .outputPadding = {1, 0}}, true,
+             DType::F16},
+            true);
+  checkConv({{2, 8, 3, 3}, {8, 16, 2, 2}, {.stride = {1, 1}}, false, DType::BF16}, true);
+}
+
 TEST_F(ConvConformanceTest, Conv2dKnownValuesAndAttrForms) {
   // One int applies to both dims; an unbatched [C, H, W] input.
   HostTensor x = makeTensor(DType::F32, {1, 3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9});
@@ -162,6 +205,10 @@ TEST_F(ConvConformanceTest, Conv1d) {
       {{1, 4, 20}, {6, 2, 4}, 3, 2, 2, 2, false, DType::F32},
       {{3, 2, 9}, {2, 1, 5}, 2, 2, 1, 2, true, DType::F16},
       {{2, 9}, {3, 2, 2}, 1, 1, 1, 1, true, DType::BF16},  // unbatched [C, L]
+      // implicit GEMM
+      {{2, 8, 30}, {32, 4, 5}, 2, 2, 1, 2, true, DType::F32},
+      {{3, 16, 21}, {40, 16, 3}, 1, 2, 3, 1, false, DType::F32},
+      {{16, 12}, {17, 16, 1}, 1, 0, 1, 1, true, DType::F16},  // unbatched
   };
   for (const auto& k : cases) {
     bool batched = k.x.size() == 3;
@@ -210,6 +257,9 @@ TEST_F(ConvConformanceTest, ConvTranspose1d) {
       {{2, 3, 7}, {3, 4, 3}, 2, 1, 1, 1, 1, true, DType::F32},
       {{1, 4, 5}, {4, 3, 2}, 3, 0, 2, 2, 2, false, DType::F32},
       {{6, 4}, {6, 1, 3}, 1, 1, 0, 3, 1, true, DType::BF16},  // unbatched [C, L]
+      // implicit GEMM: one phase, then two
+      {{2, 8, 9}, {8, 16, 3}, 1, 1, 0, 1, 1, true, DType::F32},
+      {{1, 24, 7}, {24, 20, 4}, 2, 1, 1, 1, 2, false, DType::F32},
   };
   for (const auto& k : cases) {
     bool batched = k.x.size() == 3;

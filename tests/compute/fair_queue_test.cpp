@@ -121,6 +121,28 @@ TEST_F(FairQueueTest, AWriteWaitsForEarlierReadsOfOtherOwners) {
   EXPECT_LT(indexOf(order, "overwrite"), indexOf(order, "then-read"));
 }
 
+TEST_F(FairQueueTest, WorkOnReusedMemoryWaitsForTheOldTensorsWork) {
+  // A tensor is dropped while a job that reads it is queued behind a
+  // backlog; its memory at once serves a new tensor, written by another
+  // owner who would otherwise go first. Conflicts are by memory, not by
+  // Buffer object: the write waits for the old read.
+  FairQueue queue({.maxJobs = 256, .sharedCost = 64 * kMiB, .soloCost = 1024 * kMiB});
+  const uint64_t bytes = 7 * kMiB + 3;  // a size class no other test leaves cached
+  auto old = engine().allocate(bytes, "test");
+  const uint64_t address = old->deviceAddress();
+  for (int i = 0; i < 5; ++i) queue.push(job("heavy", "h" + std::to_string(i), 100 * kMiB));
+  queue.push(job("heavy", "read-old", 4096, {old->pin()}, {}));
+  old.reset();
+  auto fresh = engine().allocate(bytes, "test");
+  ASSERT_EQ(fresh->deviceAddress(), address) << "the dropped tensor's memory should serve the next one at once";
+  queue.push(job("light", "write-new", 4096, {}, {fresh->pin()}));
+  queue.push(job("other", "unrelated", 4096));
+  auto order = flat(drain(queue));
+  ASSERT_EQ(order.size(), 8u);
+  EXPECT_LT(indexOf(order, "read-old"), indexOf(order, "write-new"));
+  EXPECT_EQ(order.front(), "unrelated") << "only the conflicting job waits";
+}
+
 TEST_F(FairQueueTest, AJobThatReadsAndWritesOneBufferDoesNotWaitOnItself) {
   FairQueue queue({.maxJobs = 256, .sharedCost = 64 * kMiB, .soloCost = 1024 * kMiB});
   auto x = buffer();

@@ -54,6 +54,16 @@ std::vector<GradCase> convCases() {
                {{"stride", Ints{2}}, {"padding", Ints{1}}, {"output_padding", Ints{1}}}});
   c.push_back({"conv_transpose1d", {uniform({4, 5}), uniform({4, 1, 2}), uniform({2})}, {{"groups", int64_t(2)}}});
   c.push_back({"conv_transpose1d", {uniform({3, 1, 450}), uniform({1, 2, 3})}, {{"stride", Ints{2}}}});  // chunks
+  // 16 or more channels per group: the forward and the input gradient run as
+  // implicit GEMMs (conv at stride 1, conv_transpose at stride 2 and back).
+  c.push_back({"conv2d", {uniform({2, 16, 5, 5}), uniform({16, 16, 3, 3}), uniform({16})}, {{"padding", Ints{1}}}});
+  c.push_back({"conv2d",
+               {uniform({1, 32, 6, 5}), uniform({32, 16, 3, 3})},
+               {{"stride", Ints{2}}, {"padding", Ints{1}}, {"groups", int64_t(2)}}});
+  c.push_back({"conv_transpose2d",
+               {uniform({1, 16, 3, 4}), uniform({16, 16, 3, 3}), uniform({16})},
+               {{"stride", Ints{2}}, {"padding", Ints{1}}, {"output_padding", Ints{1}}}});
+  c.push_back({"conv1d", {uniform({2, 16, 9}), uniform({16, 16, 3})}, {{"padding", Ints{1}}}});
   return c;
 }
 
