@@ -179,7 +179,19 @@ vk::raii::Device makeDevice(const vk::raii::PhysicalDevice& pd, uint32_t family,
   enabled->coopMatrixF16 = enabled->storage16 && coopMatrixF16Usable(pd);
   bool coop = enabled->coopMatrixF16;
   vk::PhysicalDeviceCooperativeMatrixFeaturesNV coopFeatures{.cooperativeMatrix = true};
-  vk::PhysicalDeviceVulkan12Features v12{.pNext = coop ? &coopFeatures : nullptr,
+  // Robust buffer access for user kernels' descriptors (built-in kernels use
+  // device addresses, which it does not cover, and pay nothing for it).
+  enabled->pushDescriptors = hasExtension(pd, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
+  if (hasExtension(pd, VK_EXT_ROBUSTNESS_2_EXTENSION_NAME)) {
+    auto robust = pd.getFeatures2<vk::PhysicalDeviceFeatures2, vk::PhysicalDeviceRobustness2FeaturesEXT>();
+    enabled->robustBufferAccess2 = have.robustBufferAccess &&
+                                   robust.get<vk::PhysicalDeviceRobustness2FeaturesEXT>().robustBufferAccess2;
+  }
+  vk::PhysicalDeviceRobustness2FeaturesEXT robust2{.pNext = coop ? &coopFeatures : nullptr,
+                                                   .robustBufferAccess2 = enabled->robustBufferAccess2};
+  // Only chained with its extension enabled.
+  void* afterV12 = enabled->robustBufferAccess2 ? static_cast<void*>(&robust2) : robust2.pNext;
+  vk::PhysicalDeviceVulkan12Features v12{.pNext = afterV12,
                                          .storageBuffer8BitAccess = enabled->storage8,
                                          .shaderFloat16 = coop,
                                          .bufferDeviceAddress = true,
@@ -187,8 +199,11 @@ vk::raii::Device makeDevice(const vk::raii::PhysicalDevice& pd, uint32_t family,
   vk::PhysicalDeviceVulkan11Features v11{.pNext = &v12, .storageBuffer16BitAccess = enabled->storage16};
   vk::PhysicalDeviceFeatures2 features{.pNext = &v11};
   features.features.shaderInt64 = enabled->int64;
+  features.features.robustBufferAccess = have.robustBufferAccess;
   std::vector<const char*> extensions;
   if (coop) extensions.push_back(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+  if (enabled->pushDescriptors) extensions.push_back(VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
+  if (enabled->robustBufferAccess2) extensions.push_back(VK_EXT_ROBUSTNESS_2_EXTENSION_NAME);
   vk::DeviceCreateInfo info{.pNext = &features,
                             .queueCreateInfoCount = 1,
                             .pQueueCreateInfos = &queueInfo,

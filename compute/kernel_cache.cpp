@@ -143,6 +143,22 @@ std::vector<uint32_t> KernelCache::spirv(const KernelSource& source) {
   return words;
 }
 
+std::vector<uint32_t> KernelCache::compile(const std::string& name, const std::string& glsl) {
+  std::lock_guard lock(mu_);
+  return spirv(KernelSource{name, glsl});
+}
+
+vk::raii::Pipeline KernelCache::createPipeline(const std::vector<uint32_t>& spirv,
+                                               const vk::raii::PipelineLayout& layout) {
+  std::lock_guard lock(mu_);
+  vk::raii::ShaderModule module = vkCall("vkCreateShaderModule", [&] {
+    return vk::raii::ShaderModule(device_.device(), {.codeSize = spirv.size() * 4, .pCode = spirv.data()});
+  });
+  vk::ComputePipelineCreateInfo info{
+      .stage = {.stage = vk::ShaderStageFlagBits::eCompute, .module = *module, .pName = "main"}, .layout = *layout};
+  return vkCall("vkCreateComputePipelines", [&] { return vk::raii::Pipeline(device_.device(), pipelineCache_, info); });
+}
+
 const vk::raii::Pipeline& KernelCache::pipeline(const KernelSource& source) {
   std::lock_guard lock(mu_);
   auto& slot = pipelines_[&source];

@@ -37,6 +37,11 @@ class KernelCache {
   const Device& device() const { return device_; }
   void savePipelineCache();
 
+  // For user kernels: GLSL -> SPIR-V through the same disk cache, and a
+  // pipeline over a layout of their own through the same pipeline cache.
+  std::vector<uint32_t> compile(const std::string& name, const std::string& glsl);
+  vk::raii::Pipeline createPipeline(const std::vector<uint32_t>& spirv, const vk::raii::PipelineLayout& layout);
+
  private:
   std::vector<uint32_t> spirv(const KernelSource& source);
 

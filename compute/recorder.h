@@ -9,8 +9,11 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
+
+struct VkCommandBuffer_T;  // Vulkan's handle type, as vulkan_core.h declares it
 
 namespace tensord::compute {
 
@@ -56,6 +59,14 @@ class Recorder {
   // sets word 0 non-zero and fills the rest; after the batch the op fails with
   // ComputeError(kInvalid, describe(words)), and the outputs are not used.
   virtual uint64_t errorSlot(DeviceErrorDescriber describe) = 0;
+
+  // For kernels that bind their own pipeline layout (user kernels take
+  // descriptors): runs `record` with the batch's command buffer, ordered
+  // after everything recorded before (a memory barrier). `record` must leave
+  // no state that later dispatches rely on.
+  virtual void recordCommands(const std::function<void(VkCommandBuffer_T* commandBuffer)>& record) {
+    throw std::logic_error("this recorder cannot record raw commands");
+  }
 
   template <typename Push>
   void dispatch(const KernelSource& source, const Push& push, uint32_t gx, uint32_t gy = 1, uint32_t gz = 1) {
