@@ -6,9 +6,9 @@
 namespace tensord::acl {
 
 std::string_view actionName(Action action) {
-  static constexpr std::array<std::string_view, 11> kNames = {
+  static constexpr std::array<std::string_view, 13> kNames = {
       "call", "read", "write", "delete", "save", "restore", "list", "admin:reload", "admin:usage", "files:load",
-      "files:save"};
+      "files:save", "group:create", "kernel"};
   return kNames[size_t(action)];
 }
 

@@ -28,9 +28,12 @@ enum class Action {
   kAdminUsage,     // resource: ""
   kLoadFile,       // resource: the file's path as the client gave it (Session.loadFile)
   kSaveFile,       // resource: the file's path as the client gave it (Session.saveFile)
+  kGroupCreate,    // resource: the group's name (Session.groupCreate, groupDelete)
+  kManageKernel,   // resource: the kernel's op name (Session.kernelAdd; kernelRemove of another's kernel)
 };
 
-// "call", "read", "write", ..., "admin:reload", "admin:usage", "files:load", "files:save"
+// "call", "read", "write", ..., "admin:reload", "admin:usage", "files:load", "files:save", "group:create",
+// "kernel", "kernel"
 std::string_view actionName(Action action);
 
 // One question to the policy.

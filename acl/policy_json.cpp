@@ -107,9 +107,19 @@ JsonPolicy::Rule parseRule(const json& value, const std::string& key, const std:
       }
       return rule;
     }
+    if (rest.starts_with("group:")) {
+      // Forming and leaving groups of daemons (Session.groupCreate/groupDelete);
+      // &admin:* grants none of it.
+      rule.kind = JsonPolicy::Rule::Kind::kGroup;
+      rule.pattern = std::string(rest.substr(6));
+      if (rule.pattern != "create" && rule.pattern != "*") {
+        fail(key, "unknown group right '" + rule.pattern + "' in '" + text + "' (known: create, *)");
+      }
+      return rule;
+    }
     if (!rest.starts_with("admin:")) {
       fail(key, "admin rule '" + text + "' must read &admin:reload, &admin:usage or &admin:* (or a files right: "
-                "&files:load, &files:save, &files:*)");
+                "&files:load, &files:save, &files:*, or a group right: &group:create)");
     }
     rule.pattern = std::string(rest.substr(6));
     if (rule.pattern != "reload" && rule.pattern != "usage" && rule.pattern != "*") {
@@ -189,7 +199,7 @@ std::string ruleReason(const JsonPolicy::Rule& rule) { return "rule '" + rule.te
 const std::vector<std::string_view>& knownCategories() {
   static const std::vector<std::string_view> kCategories = {
       "elementwise", "reduction", "linalg", "nn", "shape", "index", "creation",
-      "optim",       "collective", "admin", "kernel", "all"};
+      "optim",       "collective", "admin", "kernel", "user", "all"};
   return kCategories;
 }
 
@@ -301,6 +311,20 @@ Decision JsonPolicy::decide(const Principal& principal, const Request& request) 
       if (last == nullptr) return Decision::deny("no rule grants &files:" + std::string(right));
       break;
     }
+    case Action::kGroupCreate:
+      for (const Rule& rule : *rules) {
+        if (rule.kind == Rule::Kind::kGroup) last = &rule;
+      }
+      if (last == nullptr) return Decision::deny("no rule grants &group:create");
+      break;
+    case Action::kManageKernel:
+      // Registering kernels runs a peer's code on the device: only an explicit
+      // +@kernel grants it (+@all does not, as it grants no admin right).
+      for (const Rule& rule : *rules) {
+        if (rule.kind == Rule::Kind::kCategory && rule.pattern == "kernel") last = &rule;
+      }
+      if (last == nullptr) return Decision::deny("no rule grants @kernel");
+      break;
     case Action::kListTensors:
       // Listing shows only names the principal may read (the server filters);
       // it is allowed when some rule grants read at all.

@@ -52,11 +52,11 @@ class JsonPolicy final : public Policy {
  public:
   // One parsed rule.
   struct Rule {
-    enum class Kind { kCategory, kOp, kTensor, kAdmin, kFiles };
+    enum class Kind { kCategory, kOp, kTensor, kAdmin, kFiles, kGroup };
     Kind kind = Kind::kOp;
     bool allow = true;
     std::string pattern;  // category name, op glob, tensor-name glob, admin right ("reload", "usage", "*"),
-                          // files right ("load", "save", "*")
+                          // files right ("load", "save", "*"), group right ("create", "*")
     bool read = false, write = false, del = false;  // kTensor
     std::string text;                               // as written, for reasons
     std::string source;                             // "role 'trainer'" or "principal 'alice'"

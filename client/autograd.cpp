@@ -113,6 +113,27 @@ void Tensor::setGrad(Tensor grad) { detail::implOf(*this, "Tensor::setGrad").gra
 
 Tensor Tensor::detach() const { return detail::detached(detail::implOf(*this, "Tensor::detach")); }
 
+void Tensor::setGradReadyHook(std::function<void(Tensor& leaf)> hook) {
+  auto& impl = detail::implOf(*this, "Tensor::setGradReadyHook");
+  if (hook && !impl.requiresGrad) {
+    throw Error(Error::Kind::kFailed, "setGradReadyHook: the tensor is not a leaf marked setRequiresGrad()");
+  }
+  impl.gradReady = std::move(hook);
+}
+
+namespace detail {
+namespace {
+
+// Calls a leaf's gradient-ready hook (on a copy: the hook may replace itself).
+void fireGradReady(const std::shared_ptr<Tensor::Impl>& impl) {
+  std::function<void(Tensor&)> hook = impl->gradReady;
+  Tensor leaf = Client::Impl::wrap(impl);
+  if (hook) hook(leaf);
+}
+
+}  // namespace
+}  // namespace detail
+
 void Tensor::backward(const Tensor& gradient) const {
   using detail::GradNode;
   auto& root = detail::implOf(*this, "backward");
@@ -126,6 +147,7 @@ void Tensor::backward(const Tensor& gradient) const {
   Tensor seed = gradient ? gradient : detail::call1(conn, "ones_like", {*this});
   if (!root.gradFn) {
     detail::accumulate(conn, root.grad, seed);
+    if (root.gradReady) detail::fireGradReady(Client::Impl::unwrap(*this));
     return;
   }
 
@@ -156,9 +178,34 @@ void Tensor::backward(const Tensor& gradient) const {
   };
   slots(root.gradFn.get())[root.outputIndex] = seed;
 
+  // Leaves with a gradient-ready hook, under the last node (in backward
+  // order) that feeds them: once that node is done, their gradient is.
+  std::unordered_map<GradNode*, std::vector<std::shared_ptr<Tensor::Impl>>> readyAfter;
+  {
+    std::unordered_map<Tensor::Impl*, GradNode*> last;
+    std::vector<std::shared_ptr<Tensor::Impl>> hooked;  // first-seen order
+    for (GradNode* node : order) {
+      for (const Tensor& in : node->inputs) {
+        const auto& impl = Client::Impl::unwrap(in);
+        if (!impl || impl->gradFn || !impl->requiresGrad || !impl->gradReady) continue;
+        if (last.emplace(impl.get(), node).second) hooked.push_back(impl);
+        last[impl.get()] = node;
+      }
+    }
+    for (const auto& impl : hooked) readyAfter[last[impl.get()]].push_back(impl);
+  }
+  auto gradsReady = [&](GradNode* node) {
+    if (auto it = readyAfter.find(node); it != readyAfter.end()) {
+      for (const auto& impl : it->second) detail::fireGradReady(impl);
+    }
+  };
+
   for (GradNode* node : order) {
     std::vector<Tensor>& grads = slots(node);
-    if (std::none_of(grads.begin(), grads.end(), [](const Tensor& t) { return bool(t); })) continue;
+    if (std::none_of(grads.begin(), grads.end(), [](const Tensor& t) { return bool(t); })) {
+      gradsReady(node);
+      continue;
+    }
     const OpInfo* fwd = conn->opInfo(node->op);
     const OpInfo* bwd = fwd && !fwd->backward.empty() ? conn->opInfo(fwd->backward) : nullptr;
     if (bwd == nullptr) {
@@ -206,6 +253,7 @@ void Tensor::backward(const Tensor& gradient) const {
       }
     }
     grads.clear();
+    gradsReady(node);
   }
   // Free what the graph held on the daemon (saved inputs and outputs). Each
   // node stays alive until the loop is done: clearing one node's inputs may

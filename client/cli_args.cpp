@@ -39,6 +39,13 @@ const std::map<std::string, CommandShape, std::less<>>& commands() {
       {"ls", {0, 1, "ls [PREFIX] [--limit N] [--after NAME] [--json]"}},
       {"rm", {1, SIZE_MAX, "rm NAME..."}},
       {"stat", {0, 0, "stat [--json]"}},
+      {"kernel", {1, SIZE_MAX,
+                  "kernel add NAME FILE.comp|FILE.spv (--inputs ... --outputs ... | --description FILE.json) | "
+                  "kernel ls | kernel show NAME | kernel rm NAME..."}},
+      {"group", {1, 2, "group create NAME --members HOST:PORT,... | group ls | group rm NAME"}},
+      {"allreduce", {1, SIZE_MAX, "allreduce --group G NAME... [--op sum|mean|max|min]"}},
+      {"broadcast", {1, SIZE_MAX, "broadcast --group G NAME... --root R"}},
+      {"barrier", {0, 0, "barrier --group G"}},
   };
   return table;
 }
@@ -53,6 +60,17 @@ void splitInto(std::vector<std::string>& out, std::string_view list) {
     if (comma == std::string_view::npos) return;
     rest.remove_prefix(comma + 1);
   }
+}
+
+// A whole number in [min, UINT32_MAX] for `option`.
+uint32_t parseCount(const std::string& option, const std::string& text, uint32_t min) {
+  uint32_t n = 0;
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (text.empty() || error != std::errc() || end != text.data() + text.size() || n < min) {
+    throw UsageError(option + ": expected a whole number from " + std::to_string(min) + " to " +
+                     std::to_string(UINT32_MAX) + ", got '" + text + "'");
+  }
+  return n;
 }
 
 uint32_t parseLimit(const std::string& text) {
@@ -187,6 +205,47 @@ Options parseArgs(const std::vector<std::string>& args, const std::function<cons
     } else if (name == "--prefix") {
       options.prefix = value();
       options.hasPrefix = true;
+    } else if (name == "--members") {
+      std::string list = value();
+      for (size_t at = 0;;) {
+        size_t comma = list.find(',', at);
+        std::string member = list.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+        if (member.empty()) throw UsageError("--members: empty member in '" + list + "' (expected HOST:PORT,...)");
+        options.members.push_back(std::move(member));
+        if (comma == std::string::npos) break;
+        at = comma + 1;
+      }
+    } else if (name == "--group") {
+      options.group = value();
+      if (options.group.empty()) throw UsageError("--group needs a group name");
+    } else if (name == "--op") {
+      options.reduceOp = value();
+      if (options.reduceOp != "sum" && options.reduceOp != "mean" && options.reduceOp != "max" &&
+          options.reduceOp != "min") {
+        throw UsageError("--op: expected sum, mean, max or min, got '" + options.reduceOp + "'");
+      }
+    } else if (name == "--root") {
+      options.root = parseCount("--root", value(), 0);
+    } else if (name == "--timeout") {
+      options.timeoutMs = parseCount("--timeout", value(), 1);
+    } else if (name == "--inputs" || name == "--outputs" || name == "--attrs" || name == "--push" ||
+               name == "--workgroup" || name == "--grid" || name == "--doc" || name == "--description") {
+      std::string text = value();
+      if (text.empty()) throw UsageError(name + " needs a value");
+      KernelFlags& k = options.kernel;
+      (name == "--inputs"      ? k.inputs
+       : name == "--outputs"   ? k.outputs
+       : name == "--attrs"     ? k.attrs
+       : name == "--push"      ? k.push
+       : name == "--workgroup" ? k.workgroup
+       : name == "--grid"      ? k.grid
+       : name == "--doc"       ? k.doc
+                               : k.descriptionFile) = std::move(text);
+      k.given = true;
+    } else if (name == "--replace") {
+      noValue();
+      options.kernel.replace = true;
+      options.kernel.given = true;
     } else if (name == "--after") {
       options.after = value();
       if (options.after.empty()) throw UsageError("--after needs a tensor name");
@@ -268,8 +327,66 @@ Options parseArgs(const std::vector<std::string>& args, const std::function<cons
   if (options.command == "get" && options.args.size() > 2 && !options.args.back().ends_with(".safetensors")) {
     throw UsageError("get: several names need a .safetensors file (a .npy file holds one tensor)");
   }
+  if (options.command == "kernel") {
+    const std::string& sub = options.args[0];
+    const size_t n = options.args.size();
+    if (sub == "add") {
+      if (n != 3) throw UsageError("usage: tensorctl kernel add NAME FILE.comp|FILE.spv --inputs ... --outputs ...");
+      const KernelFlags& k = options.kernel;
+      const bool flags = !k.inputs.empty() || !k.outputs.empty() || !k.attrs.empty() || !k.push.empty() ||
+                         !k.workgroup.empty() || !k.grid.empty() || !k.doc.empty();
+      if (!k.descriptionFile.empty() && flags) {
+        throw UsageError("kernel add: --description FILE.json holds the whole description; it cannot be combined "
+                         "with --inputs, --outputs, --attrs, --push, --workgroup, --grid or --doc");
+      }
+      if (k.descriptionFile.empty() && k.outputs.empty()) {
+        throw UsageError("kernel add needs --outputs NAME:DTYPE[:SHAPE],... (and usually --inputs NAME:DTYPE,...), "
+                         "or --description FILE.json");
+      }
+    } else if (sub == "ls") {
+      if (n != 1) throw UsageError("usage: tensorctl kernel ls [--json]");
+    } else if (sub == "show") {
+      if (n != 2) throw UsageError("usage: tensorctl kernel show NAME [--json]");
+    } else if (sub == "rm") {
+      if (n < 2) throw UsageError("usage: tensorctl kernel rm NAME...");
+    } else {
+      throw UsageError("unknown kernel command '" + sub + "' (expected add, ls, show or rm)");
+    }
+    if (sub != "add" && options.kernel.given) {
+      throw UsageError("--inputs, --outputs, --attrs, --push, --workgroup, --grid, --doc, --description and "
+                       "--replace are only valid for 'kernel add'");
+    }
+  } else if (options.kernel.given) {
+    throw UsageError("--inputs, --outputs, --attrs, --push, --workgroup, --grid, --doc, --description and "
+                     "--replace are only valid for 'kernel add'");
+  }
   if (options.command == "admin" && options.args[0] != "reload") {
     throw UsageError("unknown admin command '" + options.args[0] + "' (usage: tensorctl admin reload)");
+  }
+  const bool collective = options.command == "allreduce" || options.command == "broadcast" ||
+                          options.command == "barrier";
+  if (options.command == "group") {
+    const std::string& sub = options.args[0];
+    if (sub != "create" && sub != "ls" && sub != "rm") {
+      throw UsageError("unknown group command '" + sub + "' (expected create, ls or rm)");
+    }
+    if ((sub == "ls") != (options.args.size() == 1)) {
+      throw UsageError(sub == "ls" ? "usage: tensorctl group ls" : "usage: tensorctl group " + sub + " NAME");
+    }
+    if ((sub == "create") != !options.members.empty()) {
+      throw UsageError(sub == "create" ? "group create needs --members HOST:PORT,... (every member, by rank)"
+                                       : "--members is only valid for 'group create'");
+    }
+  } else if (!options.members.empty()) {
+    throw UsageError("--members is only valid for 'group create'");
+  }
+  if (collective && options.group.empty()) throw UsageError(options.command + " needs --group NAME");
+  if (!collective && !options.group.empty()) throw UsageError("--group is only valid for allreduce, broadcast and barrier");
+  if (!options.reduceOp.empty() && options.command != "allreduce") throw UsageError("--op is only valid for 'allreduce'");
+  if (options.root && options.command != "broadcast") throw UsageError("--root is only valid for 'broadcast'");
+  if (options.command == "broadcast" && !options.root) throw UsageError("broadcast needs --root R (the rank to copy from)");
+  if (options.timeoutMs != 0 && !collective && !(options.command == "group" && options.args[0] == "create")) {
+    throw UsageError("--timeout is only valid for group create, allreduce, broadcast and barrier");
   }
   if (options.command == "call" && options.outs.empty()) {
     throw UsageError("call needs --out NAME (the name to save the output under)");
@@ -324,9 +441,37 @@ commands:
      [--limit N] [--after NAME] at most N of them, starting after NAME; when
                                 more follow, says how to go on (on stderr)
   rm NAME...                    delete named tensors
+  kernel add NAME FILE.comp|FILE.spv --inputs x:f32,... --outputs y:f32[:SHAPE],...
+       [--attrs alpha:float=1.5,...] [--push EXPR,...] [--workgroup X[,Y,Z]]
+       [--grid EXPR[,EXPR,EXPR]] [--doc TEXT] [--replace]
+                                register a GLSL (.comp, .glsl) or SPIR-V (.spv)
+                                compute kernel as op user.NAME; SHAPE: an input's
+                                name (default: the first input) or [EXPR, ...];
+                                or --description FILE.json instead of the flags
+                                (docs/kernels.md; needs @kernel)
+  kernel ls [--json]            the registered kernels: name, owner, signature
+  kernel show NAME [--json]     one kernel: description and source
+  kernel rm NAME...             remove kernels (yours, or any with @kernel)
   stat [--json]                 the daemon's load: uptime, device memory, connections,
                                 queue, bytes moved, use per principal, and per op
                                 calls and latency percentiles (needs &admin:usage)
+  group create NAME --members HOST:PORT,... [--timeout MS]
+                                form group NAME of daemons (each member's listener,
+                                by rank; tls://HOST:PORT for TLS): connects to every
+                                member with these credentials and has each join at
+                                once (needs &group:create on each)
+  group ls [--json]             the groups the daemon belongs to: rank, size,
+                                state, members
+  group rm NAME                 every member of NAME (as the daemon knows them)
+                                leaves it
+  allreduce --group G NAME... [--op sum|mean|max|min] [--timeout MS]
+                                all-reduce the named tensors in place on every
+                                member of G at once (members from the daemon's
+                                view of G; each member's tensor of that name)
+  broadcast --group G NAME... --root R [--timeout MS]
+                                copy rank R's named tensors over every member's
+  barrier --group G [--timeout MS]
+                                returns once every member of G reached it
 
 options:
   --connect HOST:PORT           daemon address; tls://HOST:PORT for TLS (the daemon's
@@ -337,6 +482,8 @@ options:
   --cert FILE, --key FILE       PEM client certificate and key for mutual TLS
                                 ($TENSORD_CERT, $TENSORD_KEY)
   --json                        machine-readable output on stdout
+  --timeout MS                  group create and collectives: give up after MS
+                                milliseconds (default: the daemon's groups.timeout_ms)
   --help, --version
 
 credentials file: $XDG_CONFIG_HOME/tensord/credentials (default

@@ -17,6 +17,15 @@ class UsageError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// kernel add: the parts of a kernel's description, as given (commands_kernel.cpp
+// builds the JSON), or a file with the whole description.
+struct KernelFlags {
+  std::string inputs, outputs, attrs, push, workgroup, grid, doc;
+  std::string descriptionFile;  // --description FILE.json
+  bool replace = false;
+  bool given = false;  // any of these flags appeared
+};
+
 struct Options {
   std::string address;  // --connect, else $TENSORD_ADDR, else kDefaultAddress
   std::string token;    // --token, else $TENSORD_TOKEN, else the credentials file, else kDefaultToken
@@ -35,6 +44,12 @@ struct Options {
   std::string after;               // ls: --after NAME, start after NAME (a previous --limit's next)
   std::string prefix;              // load, save: --prefix P
   bool hasPrefix = false;
+  KernelFlags kernel;              // kernel add
+  std::vector<std::string> members;  // group create: --members HOST:PORT,... (by rank)
+  std::string group;                 // allreduce, broadcast, barrier: --group NAME
+  std::string reduceOp;              // allreduce: --op sum|mean|max|min ("" = sum)
+  std::optional<uint32_t> root;      // broadcast: --root R
+  uint32_t timeoutMs = 0;            // group create and collectives: --timeout MS (0 = the daemon's)
 };
 
 // ~/.config/tensord/credentials: `key = value` lines (token, connect, ca,

@@ -45,5 +45,8 @@ int getSafetensors(const Options& options, Connector& connector);
 int cmdLoad(const Options& options, Connector& connector);  // commands_files.cpp
 int cmdSave(const Options& options, Connector& connector);  // commands_files.cpp
 int cmdStat(const Options& options, Connector& connector);  // commands_stat.cpp
+int cmdKernel(const Options& options, Connector& connector);  // kernel add/ls/show/rm; commands_kernel.cpp
+int cmdGroup(const Options& options, Connector& connector);       // commands_group.cpp
+int cmdCollective(const Options& options, Connector& connector);  // allreduce, broadcast, barrier; commands_group.cpp
 
 }  // namespace tensord::cli

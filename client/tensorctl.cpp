@@ -23,6 +23,9 @@ int dispatch(const Options& options) {
       {"get", tensord::cli::cmdGet},   {"call", tensord::cli::cmdCall},
       {"load", tensord::cli::cmdLoad},   {"save", tensord::cli::cmdSave},
       {"admin", tensord::cli::cmdAdmin},       {"stat", tensord::cli::cmdStat},
+      {"kernel", tensord::cli::cmdKernel},
+      {"group", tensord::cli::cmdGroup},       {"allreduce", tensord::cli::cmdCollective},
+      {"broadcast", tensord::cli::cmdCollective}, {"barrier", tensord::cli::cmdCollective},
   };
   Connector connector(options);
   return commands.at(options.command)(options, connector);

@@ -268,6 +268,18 @@ OpInfo fromWire(proto::OpSpec::Reader spec) {
   return out;
 }
 
+GroupInfo fromWire(proto::GroupInfo::Reader group) {
+  GroupInfo out;
+  out.name = group.getName();
+  out.rank = group.getRank();
+  out.size = group.getSize();
+  out.members = textList(group.getMembers());
+  out.state = group.getState();
+  out.origin = group.getOrigin();
+  out.collectives = group.getCollectives();
+  return out;
+}
+
 std::string shapeStr(const Shape& shape) {
   std::string out = "[";
   for (size_t i = 0; i < shape.size(); ++i) {

@@ -23,6 +23,7 @@ MemoryStats fromWire(proto::MemoryStats::Reader memory);
 DaemonInfo fromWire(proto::DaemonInfo::Reader info);
 DaemonStats fromWire(proto::DaemonStats::Reader stats);
 OpInfo fromWire(proto::OpSpec::Reader spec);
+GroupInfo fromWire(proto::GroupInfo::Reader group);
 
 // "[2, 3]"
 std::string shapeStr(const Shape& shape);

@@ -363,5 +363,42 @@ interface Session {
   # every survivor, whose inputs stay unchanged; the group is then "broken"
   # until re-formed. Needs the `@collective` category for `kind` (as an op
   # name) plus `r` (and `w` for in_place) on named inputs.
+
+  groupConnect @21 (group :Text, members :List(Text), rank :UInt32, nonce :UInt64)
+      -> (peer :GroupPeer, nonce :UInt64);
+  # Node to node: the daemon that is member `rank` of group `group` (with
+  # exactly these `members`) dials this daemon, a fellow member, and gets
+  # the capability through which it sends this daemon its part of every
+  # collective. `nonce` names the dialer's formation of the group (a new
+  # groupCreate makes a new one); the reply's `nonce` names this daemon's.
+  # Fails while this daemon has no group of that name forming or ready with
+  # the same members (the dialer retries until its timeout), or when that
+  # rank is already connected. Needs the `@collective` category; clients
+  # never call it (groupCreate does).
+}
+
+# ------------------------------------------------- node to node (collectives)
+
+# What one member is about to run as its Nth collective on a group; members
+# exchange these before any data moves and fail together on a mismatch.
+struct CollectiveHeader {
+  seq @0 :UInt64;                  # N: collectives issued on the group before it
+  kind @1 :Text;                   # "allreduce", "broadcast", ...
+  op @2 :Text;                     # reduction ("sum", "mean", "max", "min"); "" when none
+  root @3 :UInt32;                 # broadcast's root; 0 otherwise
+  inputs @4 :List(TensorDesc);     # the member's inputs, in order
+}
+
+interface GroupPeer {
+  # Held by a member of a group; the daemon hosting it is another member.
+  # Calls arrive in the order they were sent (one sender per capability).
+  header @0 (header :CollectiveHeader) -> ();
+  data @1 (seq :UInt64, step :UInt32, chunk :UInt32, data :Data) -> stream;
+  # Chunk `chunk` of the sender's step `step` of collective `seq`; what it
+  # holds follows from the agreed headers (the algorithm's layout). Sent only
+  # once the receiver's header for `seq` arrived.
+  abort @2 (seq :UInt64, reason :Text) -> ();
+  # The sender failed collective `seq` (a mismatch, a lost member, a
+  # timeout): the receiver fails it too, naming the sender and the reason.
 }
 

@@ -239,6 +239,65 @@ void parseMetrics(const json& object, MetricsConfig& metrics) {
   }
 }
 
+void parseNodeCredentials(const json& object, NodeCredentials& credentials) {
+  const std::string key = "groups.node_credentials";
+  requireObject(object, key);
+  rejectUnknownKeys(object, key, {"token", "cert_file", "key_file", "ca_file"});
+  if (object.contains("token")) credentials.token = readString(object["token"], key + ".token");
+  if (object.contains("cert_file")) credentials.certFile = readString(object["cert_file"], key + ".cert_file");
+  if (object.contains("key_file")) credentials.keyFile = readString(object["key_file"], key + ".key_file");
+  if (object.contains("ca_file")) credentials.caFile = readString(object["ca_file"], key + ".ca_file");
+  if (credentials.certFile.empty() != credentials.keyFile.empty()) {
+    fail(key, "cert_file and key_file go together (a client certificate and its key)");
+  }
+  if (credentials.token.empty() && credentials.certFile.empty()) {
+    fail(key, "expected a token, or a cert_file and key_file (how this daemon authenticates to its peers)");
+  }
+}
+
+void parseGroups(const json& object, GroupsConfig& groups) {
+  requireObject(object, "groups");
+  rejectUnknownKeys(object, "groups", {"timeout_ms", "chunk_bytes", "node_credentials", "static"});
+  if (object.contains("timeout_ms")) {
+    groups.timeoutMs = uint32_t(readUintInRange(object["timeout_ms"], "groups.timeout_ms", 1, 3600000));
+  }
+  if (object.contains("chunk_bytes")) {
+    const json& v = object["chunk_bytes"];
+    groups.chunkBytes = uint32_t(readUintInRange(v, "groups.chunk_bytes", 4096, uint64_t(1) << 30));
+    if (groups.chunkBytes % 16 != 0) fail("groups.chunk_bytes", "expected a multiple of 16, got " + shown(v));
+  }
+  if (object.contains("node_credentials")) parseNodeCredentials(object["node_credentials"], groups.credentials.emplace());
+  if (!object.contains("static")) return;
+  const json& list = object["static"];
+  if (!list.is_array()) fail("groups.static", "expected a list of {\"name\", \"members\", \"rank\"}, got " + shown(list));
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string key = "groups.static[" + std::to_string(i) + "]";
+    requireObject(list[i], key);
+    rejectUnknownKeys(list[i], key, {"name", "members", "rank"});
+    for (const char* needed : {"name", "members", "rank"}) {
+      if (!list[i].contains(needed)) fail(join(key, needed), "is required");
+    }
+    StaticGroup group;
+    group.name = readString(list[i]["name"], key + ".name");
+    if (std::string problem = groupNameProblem(group.name); !problem.empty()) fail(key + ".name", problem);
+    for (const auto& other : groups.staticGroups) {
+      if (other.name == group.name) fail(key + ".name", "group \"" + group.name + "\" is listed twice");
+    }
+    const json& members = list[i]["members"];
+    if (!members.is_array() || members.empty()) {
+      fail(key + ".members", "expected a non-empty list of \"HOST:PORT\" or \"tls://HOST:PORT\", got " + shown(members));
+    }
+    for (size_t m = 0; m < members.size(); ++m) {
+      const std::string memberKey = key + ".members[" + std::to_string(m) + "]";
+      std::string text = readString(members[m], memberKey);
+      parseHostPort(std::string_view(text).substr(text.starts_with("tls://") ? 6 : 0), memberKey);
+      group.members.push_back(std::move(text));
+    }
+    group.rank = uint32_t(readUintInRange(list[i]["rank"], key + ".rank", 0, group.members.size() - 1));
+    groups.staticGroups.push_back(std::move(group));
+  }
+}
+
 bool isLogLevel(std::string_view level) {
   for (std::string_view l : {"trace", "debug", "info", "warn", "error"}) {
     if (l == level) return true;
@@ -247,6 +306,18 @@ bool isLogLevel(std::string_view level) {
 }
 
 }  // namespace
+
+std::string groupNameProblem(std::string_view name) {
+  if (name.empty()) return "a group name must not be empty";
+  if (name.size() > 128) return "a group name has at most 128 characters, got " + std::to_string(name.size());
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+                    c == '-' || c == '.' || c == '/';
+    if (!ok) return "group name \"" + std::string(name) + "\" has the character '" + std::string(1, c) +
+                    "'; expected letters, digits and _ - . /";
+  }
+  return "";
+}
 
 std::string HostPort::str() const {
   const bool v6 = host.find(':') != std::string::npos;
@@ -303,7 +374,7 @@ Config parseConfig(std::string_view jsonText) {
   rejectUnknownKeys(root, "",
                     {"listen", "allow_remote_plaintext", "device", "state_dir", "cache_dir", "log_level", "limits",
                      "staging", "device_sharing", "auth", "tls", "auth_timeout_ms", "policy_file", "audit_log", "files",
-                     "metrics"});
+                     "metrics", "groups", "kernels"});
   Config config;
   if (root.contains("listen")) config.listen = parseHostPort(readString(root["listen"], "listen"), "listen");
   if (root.contains("allow_remote_plaintext")) {
@@ -350,6 +421,19 @@ Config parseConfig(std::string_view jsonText) {
   }
   if (root.contains("files")) parseFiles(root["files"], config.files);
   if (root.contains("metrics")) parseMetrics(root["metrics"], config.metrics);
+  if (root.contains("groups")) parseGroups(root["groups"], config.groups);
+  if (root.contains("kernels")) {
+    const json& kernels = root["kernels"];
+    requireObject(kernels, "kernels");
+    rejectUnknownKeys(kernels, "kernels", {"max_dispatch_ms"});
+    if (kernels.contains("max_dispatch_ms")) {
+      config.kernelMaxDispatchMs =
+          uint32_t(readUintInRange(kernels["max_dispatch_ms"], "kernels.max_dispatch_ms", 1, 3600000));
+    }
+  }
+  if (!config.groups.staticGroups.empty() && !config.groups.credentials) {
+    fail("groups.node_credentials", "is required with groups.static (how this daemon authenticates to its peers)");
+  }
   if (root.contains("auth_timeout_ms")) {
     config.authTimeoutMs = uint32_t(readUintInRange(root["auth_timeout_ms"], "auth_timeout_ms", 1, 3600000));
   }
@@ -453,6 +537,11 @@ void resolveDirectories(Config& config, const std::filesystem::path& baseDir, co
   }
   if (config.tls) {
     for (auto* path : {&config.tls->certFile, &config.tls->keyFile, &config.tls->clientCaFile}) {
+      if (!path->empty() && path->is_relative()) *path = baseDir / *path;
+    }
+  }
+  if (auto& node = config.groups.credentials) {
+    for (auto* path : {&node->certFile, &node->keyFile, &node->caFile}) {
       if (!path->empty() && path->is_relative()) *path = baseDir / *path;
     }
   }

@@ -82,6 +82,34 @@ struct CertificateMapping {
   std::string principal;
 };
 
+// groups.node_credentials: how this daemon authenticates when it dials the
+// other members of a group (a token, or a client certificate over TLS), and
+// the CA that signed their server certificates (tls:// members).
+struct NodeCredentials {
+  std::string token;                   // "" = authenticate with the certificate
+  std::filesystem::path certFile;      // client certificate chain, PEM; "" = none
+  std::filesystem::path keyFile;       // its private key, PEM
+  std::filesystem::path caFile;        // "" = the system's trust store
+};
+
+// groups.static[i]: a group formed at start (retrying until the peers are up).
+struct StaticGroup {
+  std::string name;
+  std::vector<std::string> members;  // "HOST:PORT" or "tls://HOST:PORT", by rank
+  uint32_t rank = 0;
+};
+
+// groups: collectives between daemons.
+struct GroupsConfig {
+  uint32_t timeoutMs = 30000;          // groupCreate and collectives, unless the request says otherwise
+  uint32_t chunkBytes = 1u << 20;      // bytes per node-to-node data message
+  std::optional<NodeCredentials> credentials;
+  std::vector<StaticGroup> staticGroups;
+};
+
+// Checks a group name (groupCreate, groups.static); returns a problem or "".
+std::string groupNameProblem(std::string_view name);
+
 struct Config {
   HostPort listen{"127.0.0.1", 7450};
   bool allowRemotePlaintext = false;
@@ -102,6 +130,11 @@ struct Config {
   std::filesystem::path auditLog;    // audit_log: "" = the main log, logger "audit"
   FilesConfig files;
   MetricsConfig metrics;
+  // kernels.max_dispatch_ms: a user kernel's call whose device time (or, while
+  // it has not finished, its time since it was queued) exceeds this is
+  // reported in the log (docs/kernels.md).
+  uint32_t kernelMaxDispatchMs = 10000;
+  GroupsConfig groups;
 };
 
 // Smallest max_message_bytes accepted: one 1 MiB data chunk plus framing.

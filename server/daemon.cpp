@@ -12,6 +12,7 @@
 #include "acl/policy_json.h"
 #include "compute/engine.h"
 #include "server/access.h"
+#include "server/group.h"
 #include "server/listener.h"
 #include "server/metrics.h"
 #include "server/metrics_http.h"
@@ -157,7 +158,18 @@ int runDaemon(const Config& config, const std::filesystem::path& configPath, std
         .stagingSlots = config.staging.slots,
         .fairSharing = config.fairSharing,
         .logger = log,
-        .deviceTimeObserver = [deviceTimes](std::span<const compute::DeviceTime> times) { deviceTimes->record(times); },
+        .deviceTimeObserver =
+            [deviceTimes, log, maxUserNanos = uint64_t(config.kernelMaxDispatchMs) * 1000000](
+                std::span<const compute::DeviceTime> times) {
+              deviceTimes->record(times);
+              // User kernels that ran longer than kernels.max_dispatch_ms.
+              for (const auto& t : times) {
+                if (t.what.starts_with("user.") && t.nanos > maxUserNanos) {
+                  log->warn("kernel {} ran {:.1f} ms on the device; kernels.max_dispatch_ms is {}", t.what,
+                            double(t.nanos) / 1e6, maxUserNanos / 1000000);
+                }
+              }
+            },
     });
   } catch (const std::exception& e) {
     log->error("cannot start the compute engine: {}", e.what());
@@ -186,6 +198,7 @@ int runDaemon(const Config& config, const std::filesystem::path& configPath, std
     return 1;
   }
   loadNamedTensors(state, config.stateDir, io.waitScope);
+  state.kernels.load(*engine, config.stateDir, *log);
 
   // The Prometheus endpoint binds first, so its line is in the log before
   // the RPC address that says the daemon is up.
@@ -235,8 +248,19 @@ int runDaemon(const Config& config, const std::filesystem::path& configPath, std
         "network unencrypted; configure tls instead",
         activated ? bound.str() : config.listen.str());
   }
+  // Groups of daemons (collectives): dialing peers needs the listener up
+  // here first, so the static groups start forming right after it.
+  std::unique_ptr<GroupRegistry> groups;
+  try {
+    groups = std::make_unique<GroupRegistry>(state, io.provider->getNetwork());
+  } catch (const ConfigError& e) {
+    log->error("{}", e.what());
+    return 1;
+  }
+  state.groups = groups.get();
   auto listener = std::make_unique<Listener>(state, kj::mv(receiver), tls.get());
   listener->start();
+  groups->formStatic();
   log->info("listening on {} ({}{})", bound.str(),
             !tls                                              ? "plain TCP"
             : config.tls->clientAuth == ClientAuth::kRequired ? "TLS, client certificates required"
@@ -272,6 +296,7 @@ int runDaemon(const Config& config, const std::filesystem::path& configPath, std
   metricsServer.reset();
   listener->stopAccepting();
   state.draining = true;
+  groups->closeAll("the member is stopping");  // collectives in flight fail now, everywhere
 
   const kj::TimePoint deadline = timer.now() + kDrainTimeoutSeconds * kj::SECONDS;
   if (!callsFinished(state, deadline).wait(io.waitScope)) {
@@ -286,7 +311,13 @@ int runDaemon(const Config& config, const std::filesystem::path& configPath, std
   }
   int status = 0;
   try {
-    saveNamedTensors(state, config.stateDir, io.waitScope);
+    if (state.deviceLost) {
+      // The tensors' memory is gone with the device: keep the previous state file.
+      log->error("the device was lost: named tensors are not saved; exiting with status 1");
+      status = 1;
+    } else {
+      saveNamedTensors(state, config.stateDir, io.waitScope);
+    }
   } catch (const std::exception& e) {
     log->error("saving the named tensors failed: {}", e.what());
     status = 1;

@@ -84,6 +84,8 @@ std::string describe(acl::Action action, std::string_view resource, std::string_
       return "load the file " + quoted;
     case acl::Action::kSaveFile:
       return "save to the file " + quoted;
+    case acl::Action::kManageKernel:
+      return "register or remove the kernel " + quoted;
     default:
       return "use " + std::string(acl::actionName(action));
   }

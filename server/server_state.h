@@ -22,6 +22,7 @@
 #include "protocol/tensord.capnp.h"
 #include "server/config.h"
 #include "server/file_worker.h"
+#include "server/kernel_registry.h"
 #include "server/metrics.h"
 #include "server/quota.h"
 #include "server/registry.h"
@@ -33,6 +34,8 @@ class logger;
 
 namespace tensord::server {
 
+class GroupRegistry;
+
 class ServerState final : private kj::TaskSet::ErrorHandler {
  public:
   ServerState(const Config& config, spdlog::logger& log, compute::Engine& engine, kj::Timer& timer);
@@ -43,6 +46,7 @@ class ServerState final : private kj::TaskSet::ErrorHandler {
   kj::Timer& timer;
 
   Registry registry;
+  KernelRegistry kernels;  // user kernels (Session.kernelAdd), looked up by call() after the built-in ops
   StagingPool staging{engine};
   FileWorker files;            // disk I/O of loadFile/saveFile and the state directory, off the loop
   acl::Authorizer authorizer;  // policy replaced on reload (SIGHUP)
@@ -58,12 +62,17 @@ class ServerState final : private kj::TaskSet::ErrorHandler {
   uint64_t opsExecuted = 0;    // op calls validated and enqueued since start
   uint64_t inflightCalls = 0;  // over all connections
   bool draining = false;       // set on SIGTERM: new calls are refused
+  // Set when the Vulkan device reported VK_ERROR_DEVICE_LOST (a kernel the
+  // driver gave up on): the daemon stops itself and exits non-zero for the
+  // service manager to restart it, without saving what the device held.
+  bool deviceLost = false;
   uint64_t nextSessionId = 1;
   // The config file re-read by reload (SIGHUP, Session.adminReload).
   std::filesystem::path configPath;
   // Open sessions per principal (Session.status "connections").
   std::map<std::string, uint64_t, std::less<>> sessionsByPrincipal;
   Metrics metrics;  // Session.stats and the Prometheus endpoint
+  GroupRegistry* groups = nullptr;  // groups of daemons (group.h); set by runDaemon, which owns it
 
   // Background work whose failure only needs logging (e.g. op completions).
   void addTask(kj::Promise<void> task) { tasks_.add(kj::mv(task)); }

@@ -5,6 +5,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include <signal.h>
+#include <unistd.h>
+
 #include <algorithm>
 
 #include "compute/op_table.h"
@@ -49,7 +52,7 @@ void finishCall(const std::shared_ptr<SessionState>& session,
                 capnp::CallContext<proto::Session::CallParams, proto::Session::CallResults> context,
                 const compute::OpSpec& op, kj::Array<TensorImpl*> impls,
                 const std::vector<compute::TensorView>& inputViews, const std::vector<compute::TensorDesc>& outDescs,
-                const compute::Attrs& attrs, OpMeter meter);
+                const compute::Attrs& attrs, OpMeter meter, std::shared_ptr<const void> keep);
 
 }  // namespace
 
@@ -61,6 +64,15 @@ kj::Promise<void> SessionImpl::call(CallContext context) {
   auto params = context.getParams();
   const std::string op = params.getOp();
   const compute::OpSpec* spec = server.engine.ops().find(op);
+  // After the built-ins, the user kernels. The call holds its kernel until
+  // the device finished it, so removing the kernel meanwhile is safe.
+  std::shared_ptr<const void> keep;
+  if (spec == nullptr) {
+    if (const RegisteredKernel* user = server.kernels.find(op)) {
+      keep = user->kernel;
+      spec = &user->kernel->spec();
+    }
+  }
   if (spec == nullptr) kj::throwFatalException(unimplemented("unknown op '" + op + "'"));
   // From here on the call counts for its op: completed, or failed however it ends.
   OpMeter meter(server.metrics.op(spec->name));
@@ -75,8 +87,8 @@ kj::Promise<void> SessionImpl::call(CallContext context) {
   auto resolving = kj::heapArrayBuilder<kj::Promise<TensorImpl*>>(capArray.size());
   for (size_t i = 0; i < capArray.size(); ++i) resolving.add(resolveInput(server, *spec, i, capArray[i]));
 
-  auto enqueue = [session = session_, context, spec, attrs = std::move(attrs),
-                  meter = std::move(meter)](kj::Array<TensorImpl*> impls) mutable -> kj::Promise<void> {
+  auto enqueue = [session = session_, context, spec, attrs = std::move(attrs), meter = std::move(meter),
+                  keep](kj::Array<TensorImpl*> impls) mutable -> kj::Promise<void> {
     ServerState& server = session->server();
     std::vector<compute::TensorDesc> descs;
     std::vector<compute::TensorView> inputViews;
@@ -96,7 +108,7 @@ kj::Promise<void> SessionImpl::call(CallContext context) {
     std::vector<compute::TensorDesc> inferred =
         mapComputeErrors([&] { return compute::inferOutputs(*spec, descs, attrs); });
     if (!spec->shapeFromDevice()) {
-      finishCall(session, context, *spec, kj::mv(impls), inputViews, inferred, attrs, std::move(meter));
+      finishCall(session, context, *spec, kj::mv(impls), inputViews, inferred, attrs, std::move(meter), keep);
       return kj::READY_NOW;
     }
     // The output shapes depend on the input values (masked_select): ask the
@@ -107,8 +119,8 @@ kj::Promise<void> SessionImpl::call(CallContext context) {
       server.engine.enqueueShapeQuery(session->principal.name, *spec, inputViews, attrs, shapes, std::move(done.completion));
     });
     return done.promise.then([session, context, spec, impls = kj::mv(impls), inputViews = std::move(inputViews), shapes,
-                              attrs = std::move(attrs), meter = std::move(meter)]() mutable {
-      finishCall(session, context, *spec, kj::mv(impls), inputViews, *shapes, attrs, std::move(meter));
+                              attrs = std::move(attrs), meter = std::move(meter), keep]() mutable {
+      finishCall(session, context, *spec, kj::mv(impls), inputViews, *shapes, attrs, std::move(meter), keep);
     });
   };
 
@@ -139,7 +151,7 @@ void finishCall(const std::shared_ptr<SessionState>& session,
                 capnp::CallContext<proto::Session::CallParams, proto::Session::CallResults> context,
                 const compute::OpSpec& op, kj::Array<TensorImpl*> impls,
                 const std::vector<compute::TensorView>& inputViews, const std::vector<compute::TensorDesc>& outDescs,
-                const compute::Attrs& attrs, OpMeter meter) {
+                const compute::Attrs& attrs, OpMeter meter, std::shared_ptr<const void> keep) {
   ServerState& server = session->server();
   const compute::OpSpec* spec = &op;
   {
@@ -200,11 +212,34 @@ void finishCall(const std::shared_ptr<SessionState>& session,
     }
 
     auto done = makeLoopCompletion();
+    compute::Completion onDone = std::move(done.completion);
+    if (keep) {
+      // The job refers to the spec; its completion holds the user kernel behind it.
+      onDone = [keep, inner = std::move(onDone)](std::exception_ptr error) { inner(error); };
+    }
     mapComputeErrors(spec->name, [&] {
-      server.engine.enqueueOp(session->principal.name, *spec, inputViews, outputViews, attrs, std::move(done.completion));
+      server.engine.enqueueOp(session->principal.name, *spec, inputViews, outputViews, attrs, std::move(onDone));
     });
     ++server.opsExecuted;
     QuotaSlot inflight = server.quotas.enterOp(session->principal.name);  // until the device completes it
+    if (keep) {
+      // A user kernel still unfinished kernels.max_dispatch_ms after it was
+      // queued is reported while it runs (a dispatch cannot be preempted).
+      auto finished = std::make_shared<bool>(false);
+      done.promise = done.promise.then([finished]() { *finished = true; },
+                                       [finished](kj::Exception&& e) {
+                                         *finished = true;
+                                         kj::throwFatalException(kj::mv(e));
+                                       });
+      const uint32_t limitMs = server.config.kernelMaxDispatchMs;
+      server.addTask(server.timer.afterDelay(limitMs * kj::MILLISECONDS)
+                         .then([finished, op = spec->name, limitMs, &log = server.log]() {
+                           if (!*finished) {
+                             log.warn("kernel {} has not finished {} ms after it was queued "
+                                      "(kernels.max_dispatch_ms)", op, limitMs);
+                           }
+                         }));
+    }
 
     // Register the outputs and hand out their capabilities.
     std::vector<std::weak_ptr<TensorEntry>> produced;
@@ -218,8 +253,18 @@ void finishCall(const std::shared_ptr<SessionState>& session,
     OpMeter& completing = *completion;
     server.addTask(done.promise
                        .then([&completing]() { completing.succeed(); },
-                             [produced = std::move(produced), op = spec->name, &log = server.log](kj::Exception&& e) {
+                             [produced = std::move(produced), op = spec->name, &server](kj::Exception&& e) {
+                               spdlog::logger& log = server.log;
                                log.error("{} failed on the device: {}", op, e.getDescription().cStr());
+                               if (!server.deviceLost &&
+                                   std::string_view(e.getDescription().cStr()).find("ErrorDeviceLost") !=
+                                       std::string_view::npos) {
+                                 // Nothing the device holds can be trusted any more.
+                                 server.deviceLost = true;
+                                 log.critical("the Vulkan device was lost; stopping so that the service manager "
+                                              "restarts the daemon");
+                                 ::kill(::getpid(), SIGTERM);
+                               }
                                for (const auto& weak : produced) {
                                  if (auto entry = weak.lock()) markFailed(*entry, e);
                                }

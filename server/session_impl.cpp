@@ -73,8 +73,10 @@ kj::Promise<void> SessionImpl::info(InfoContext context) {
 kj::Promise<void> SessionImpl::listOps(ListOpsContext context) {
   auto guard = session_->enterCall("listOps");
   auto all = session_->server().engine.ops().all();
-  auto ops = context.getResults().initOps(capnp::uint(all.size()));
+  auto user = session_->server().kernels.all();  // user kernels follow the built-in ops
+  auto ops = context.getResults().initOps(capnp::uint(all.size() + user.size()));
   for (size_t i = 0; i < all.size(); ++i) fillOpSpec(ops[capnp::uint(i)], all[i]);
+  for (size_t i = 0; i < user.size(); ++i) fillOpSpec(ops[capnp::uint(all.size() + i)], user[i]->kernel->spec());
   return kj::READY_NOW;
 }
 

@@ -31,6 +31,15 @@ class SessionImpl final : public proto::Session::Server {
   kj::Promise<void> loadFile(LoadFileContext context) override;        // session_files.cpp
   kj::Promise<void> saveFile(SaveFileContext context) override;        // session_files.cpp
   kj::Promise<void> stats(StatsContext context) override;              // session_stats.cpp
+  kj::Promise<void> groupCreate(GroupCreateContext context) override;    // session_groups.cpp
+  kj::Promise<void> groupList(GroupListContext context) override;        // session_groups.cpp
+  kj::Promise<void> groupDelete(GroupDeleteContext context) override;    // session_groups.cpp
+  kj::Promise<void> collective(CollectiveContext context) override;      // session_groups.cpp
+  kj::Promise<void> groupConnect(GroupConnectContext context) override;  // session_groups.cpp
+  kj::Promise<void> kernelAdd(KernelAddContext context) override;        // session_kernels.cpp
+  kj::Promise<void> kernelList(KernelListContext context) override;      // session_kernels.cpp
+  kj::Promise<void> kernelRemove(KernelRemoveContext context) override;  // session_kernels.cpp
+  kj::Promise<void> kernelShow(KernelShowContext context) override;      // session_kernels.cpp
 
  private:
   std::shared_ptr<SessionState> session_;

@@ -148,6 +148,23 @@ TEST(PolicyJsonTest, FilesRights) {
   }
 }
 
+TEST(PolicyJsonTest, GroupRight) {
+  auto p = JsonPolicy::parse(
+      R"({"principals": {"former": {"rules": ["&group:create"]}, "taken": {"rules": ["&group:*", "-&group:create"]},
+                         "admin": {"rules": ["&admin:*", "+@all", "&files:*"]}}})");
+  EXPECT_TRUE(ask(*p, "former", Action::kGroupCreate, "g").allowed);
+  EXPECT_EQ(ask(*p, "taken", Action::kGroupCreate, "g").reason, "rule '-&group:create' of principal 'taken' denies it");
+  // Admin, files and op rights grant no group right.
+  EXPECT_EQ(ask(*p, "admin", Action::kGroupCreate, "g").reason, "no rule grants &group:create");
+  EXPECT_EQ(actionName(Action::kGroupCreate), "group:create");
+  try {
+    JsonPolicy::parse(R"({"roles": {"r": {"rules": ["&group:join"]}}})");
+    ADD_FAILURE() << "&group:join parsed";
+  } catch (const PolicyError& e) {
+    EXPECT_STREQ(e.what(), "roles.r.rules[0]: unknown group right 'join' in '&group:join' (known: create, *)");
+  }
+}
+
 TEST(PolicyJsonTest, ReservedCategoriesParse) {
   auto p = JsonPolicy::parse(
       R"({"principals": {"a": {"rules": ["+@optim", "+@collective", "+@admin", "+@kernel", "+@shape", "+@index",
@@ -225,6 +242,28 @@ TEST(PolicyJsonTest, LoadFileErrors) {
 TEST(PolicyJsonTest, ExampleFileParses) {
   auto p = JsonPolicy::loadFile(std::string(TENSORD_SOURCE_DIR) + "/config/policy.example.json");
   EXPECT_GT(p->principalCount(), 0u);
+}
+
+// Registering kernels needs a rule naming @kernel (+@all is not enough);
+// calling one is an op call of category "user".
+TEST(PolicyJsonTest, KernelRegistrationAndUserKernels) {
+  auto p = JsonPolicy::parse(R"({"principals": {"admin": {"rules": ["+@kernel"]},
+                                              "all": {"rules": ["+@all"]},
+                                              "user": {"rules": ["+@user"]},
+                                              "one": {"rules": ["+user.gelu"]},
+                                              "revoked": {"rules": ["+@kernel", "-@kernel"]}}})");
+  EXPECT_TRUE(p->decide(Principal{"admin"}, {Action::kManageKernel, "user.gelu", {}}).allowed);
+  Decision all = p->decide(Principal{"all"}, {Action::kManageKernel, "user.gelu", {}});
+  EXPECT_FALSE(all.allowed);
+  EXPECT_EQ(all.reason, "no rule grants @kernel");
+  EXPECT_FALSE(p->decide(Principal{"revoked"}, {Action::kManageKernel, "user.gelu", {}}).allowed);
+  EXPECT_TRUE(p->decide(Principal{"all"}, {Action::kCallOp, "user.gelu", "user"}).allowed);
+  EXPECT_TRUE(p->decide(Principal{"user"}, {Action::kCallOp, "user.gelu", "user"}).allowed);
+  EXPECT_FALSE(p->decide(Principal{"user"}, {Action::kCallOp, "relu", "elementwise"}).allowed);
+  EXPECT_TRUE(p->decide(Principal{"one"}, {Action::kCallOp, "user.gelu", "user"}).allowed);
+  EXPECT_FALSE(p->decide(Principal{"one"}, {Action::kCallOp, "user.other", "user"}).allowed);
+  EXPECT_FALSE(p->decide(Principal{"admin"}, {Action::kCallOp, "user.gelu", "user"}).allowed);
+  EXPECT_EQ(actionName(Action::kManageKernel), "kernel");
 }
 
 TEST(PolicyJsonTest, GlobMatch) {

@@ -238,6 +238,27 @@ TEST_F(CredentialsFile, BadLinesNamed) {
   }
 }
 
+TEST(CliArgs, KernelCommands) {
+  Options o = parse({"kernel", "add", "gelu", "g.comp", "--inputs", "x:f32", "--outputs", "y:f32",
+                     "--attrs=alpha:float=1.702", "--grid", "numel(y)", "--replace"});
+  EXPECT_EQ(o.command, "kernel");
+  EXPECT_EQ(o.args, (std::vector<std::string>{"add", "gelu", "g.comp"}));
+  EXPECT_EQ(o.kernel.inputs, "x:f32");
+  EXPECT_EQ(o.kernel.attrs, "alpha:float=1.702");
+  EXPECT_EQ(o.kernel.grid, "numel(y)");
+  EXPECT_TRUE(o.kernel.replace);
+  EXPECT_EQ(parse({"kernel", "add", "g", "g.spv", "--description", "d.json"}).kernel.descriptionFile, "d.json");
+  EXPECT_EQ(parse({"kernel", "rm", "a", "b"}).args.size(), 3u);
+  EXPECT_NE(usageErrorOf({"kernel", "add", "g", "g.comp"}).find("kernel add needs --outputs"), std::string::npos);
+  EXPECT_NE(usageErrorOf({"kernel", "add", "g", "g.comp", "--outputs", "y:f32", "--description", "d.json"})
+                .find("cannot be combined"),
+            std::string::npos);
+  EXPECT_NE(usageErrorOf({"kernel", "ls", "--grid", "1"}).find("only valid for 'kernel add'"), std::string::npos);
+  EXPECT_NE(usageErrorOf({"info", "--inputs", "x:f32"}).find("only valid for 'kernel add'"), std::string::npos);
+  EXPECT_NE(usageErrorOf({"kernel", "frob"}).find("unknown kernel command 'frob'"), std::string::npos);
+  EXPECT_NE(usageErrorOf({"kernel", "show"}).find("usage: tensorctl kernel show NAME"), std::string::npos);
+}
+
 TEST(CliArgs, AdminReload) {
   EXPECT_EQ(parse({"admin", "reload"}).command, "admin");
   EXPECT_NE(usageErrorOf({"admin", "frob"}).find("unknown admin command 'frob'"), std::string::npos);

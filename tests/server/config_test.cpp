@@ -91,6 +91,45 @@ TEST(ConfigTest, ExampleConfigParses) {
   EXPECT_GE(c.tokens.size(), 2u);
 }
 
+TEST(ConfigTest, KernelsMaxDispatchMs) {
+  EXPECT_EQ(parseConfig(withAuth("")).kernelMaxDispatchMs, 10000u);
+  EXPECT_EQ(parseConfig(withAuth(R"("kernels": {"max_dispatch_ms": 250})")).kernelMaxDispatchMs, 250u);
+  EXPECT_NE(errorOf(withAuth(R"("kernels": {"max_dispatch_ms": 0})")).find("kernels.max_dispatch_ms"),
+            std::string::npos);
+  EXPECT_NE(errorOf(withAuth(R"("kernels": {"timeout": 1})")).find("kernels.timeout: unknown key"), std::string::npos);
+}
+
+TEST(ConfigTest, GroupsAreReadAndChecked) {
+  Config c = parseConfig(withAuth(R"("groups": {"timeout_ms": 500, "chunk_bytes": 65536,
+      "node_credentials": {"token": "t", "ca_file": "ca.pem"},
+      "static": [{"name": "g", "members": ["127.0.0.1:7001", "tls://node2:7002"], "rank": 1}]})"));
+  EXPECT_EQ(c.groups.timeoutMs, 500u);
+  EXPECT_EQ(c.groups.chunkBytes, 65536u);
+  ASSERT_TRUE(c.groups.credentials.has_value());
+  EXPECT_EQ(c.groups.credentials->token, "t");
+  ASSERT_EQ(c.groups.staticGroups.size(), 1u);
+  EXPECT_EQ(c.groups.staticGroups[0].members[1], "tls://node2:7002");
+  EXPECT_EQ(c.groups.staticGroups[0].rank, 1u);
+  resolveDirectories(c, "/etc/tensord", [](const char*) { return std::optional<std::string>("/x"); });
+  EXPECT_EQ(c.groups.credentials->caFile, "/etc/tensord/ca.pem");
+  EXPECT_EQ(parseConfig(withAuth("")).groups.timeoutMs, 30000u);
+
+  EXPECT_EQ(errorOf(withAuth(R"("groups": {"static": [{"name": "g", "members": ["a:1"], "rank": 1}],
+      "node_credentials": {"token": "t"}})")),
+            "groups.static[0].rank: expected an integer from 0 to 0, got 1");
+  EXPECT_EQ(errorOf(withAuth(R"("groups": {"static": [{"name": "g", "members": ["a:1"], "rank": 0}]})")),
+            "groups.node_credentials: is required with groups.static (how this daemon authenticates to its peers)");
+  EXPECT_EQ(errorOf(withAuth(R"("groups": {"node_credentials": {"cert_file": "c.pem"}})")),
+            "groups.node_credentials: cert_file and key_file go together (a client certificate and its key)");
+  EXPECT_EQ(errorOf(withAuth(R"("groups": {"static": [{"name": "g h", "members": ["a:1"], "rank": 0}],
+      "node_credentials": {"token": "t"}})")),
+            "groups.static[0].name: group name \"g h\" has the character ' '; expected letters, digits and _ - . /");
+  EXPECT_TRUE(startsWith(errorOf(withAuth(R"("groups": {"static": [{"name": "g", "members": ["nohost"], "rank": 0}],
+      "node_credentials": {"token": "t"}})")),
+                         "groups.static[0].members[0]: expected HOST:PORT"));
+  EXPECT_TRUE(startsWith(errorOf(withAuth(R"("groups": {"chunk_size": 1})")), "groups.chunk_size: unknown key"));
+}
+
 TEST(ConfigTest, CommentsAreAllowed) {
   Config c = parseConfig("// tensord\n{ /* where */ \"listen\": \"127.0.0.1:1\", " + kAuth + "}");
   EXPECT_EQ(c.listen.port, 1);

@@ -167,6 +167,29 @@ struct FileTransfer {
   uint64_t bytes = 0;               // load: the tensor bytes read; save: the file's size
 };
 
+// A group of daemons that run collectives together (Client::groupCreate,
+// Client::groupList), as this daemon sees it.
+struct GroupInfo {
+  std::string name;
+  uint32_t rank = 0, size = 0;       // this daemon's place among `size` members
+  std::vector<std::string> members;  // HOST:PORT of every member, by rank
+  std::string state;                 // "ready", or "broken: <why>" until re-formed
+  std::string origin;                // "config" or the principal that formed it
+  uint64_t collectives = 0;          // completed since the group formed
+};
+
+// A kernel registered with the daemon (Client::kernelAdd ..., protocol 7):
+// an op named user.NAME, called like any other (docs/kernels.md).
+struct KernelInfo {
+  std::string name;          // the op's name, "user.NAME"
+  std::string owner;         // principal that registered it
+  std::string language;      // "glsl" or "spirv"
+  std::string description;   // the JSON description it was registered with
+  std::string sourceSha256;  // hex digest of the source as given
+  OpInfo spec;               // how it is called, as ops() shows it
+  std::string source;        // kernelShow only: the GLSL text or the SPIR-V bytes
+};
+
 // One page of a tensor listing (Client::listPage).
 struct TensorPage {
   std::vector<TensorInfo> tensors;
@@ -229,6 +252,14 @@ class Tensor {
   // only: nothing blocks; errors surface at the next blocking read.
   void backward(const Tensor& gradient = {}) const;
   Tensor detach() const;  // the same daemon tensor, without recorded history
+  // Sets (or with an empty function clears) this leaf's gradient-ready hook:
+  // backward() calls it once per pass, as soon as every contribution to the
+  // leaf's gradient in that pass has been issued (the gradient may still be a
+  // promise), while the backward of earlier calls is still to be issued. It
+  // is called with the leaf, under NoGrad, and may read and replace grad()
+  // (DistributedDataParallel starts a bucket's all-reduce from it). An
+  // exception from the hook leaves backward() and keeps the graph.
+  void setGradReadyHook(std::function<void(Tensor& leaf)> hook);
 
   struct Impl;
 
@@ -307,6 +338,43 @@ class Client {
   // on one page.
   TensorPage listPage(std::string_view prefix = {}, std::string_view after = {}, uint32_t limit = 0);
   void remove(std::string_view name);
+
+  // Collectives (protocol 7). groupCreate forms group `name` with this
+  // daemon as member `rank` of `members` (HOST:PORT of each member's
+  // listener, by rank); every member must be asked the same way, concurrently
+  // (tensorctl group create does). Blocks until all members are connected to
+  // each other or `timeoutMs` (0: the daemon's groups.timeout_ms) passed. A
+  // group of the same name is replaced. Needs `&group:create`. Throws Error.
+  GroupInfo groupCreate(std::string_view name, const std::vector<std::string>& members, uint32_t rank,
+                        uint32_t timeoutMs = 0);
+  std::vector<GroupInfo> groupList();       // the daemon's groups, sorted by name; blocks
+  void groupDelete(std::string_view name);  // leaves the group; blocks
+  // Runs collective `kind` ("allreduce", "broadcast", "allgather",
+  // "reduce_scatter", "barrier") over `group` on tensors this daemon holds.
+  // Every member must issue the same collectives in the same order. Attrs:
+  // op ("sum", "mean", "max", "min"), root, in_place (bool), timeout_ms.
+  // Pipelined like call(): returns at once; the outputs (one per input for
+  // allreduce and broadcast, one for allgather and reduce_scatter, none for
+  // barrier) can feed further calls; an error surfaces at the first blocking
+  // read. With in_place the outputs are the inputs, written once the
+  // collective succeeded.
+  std::vector<Tensor> collective(std::string_view group, std::string_view kind, std::vector<Tensor> inputs,
+                                 Attrs attrs = {});
+
+  // User kernels (protocol 7, docs/kernels.md). kernelAdd registers a
+  // compute kernel as op `name` ("user.NAME"; a bare NAME gets the prefix):
+  // `language` "glsl" (source text) or "spirv" (the module's bytes), with
+  // its JSON `description`. The daemon compiles and checks it before
+  // registering anything; errors name the line or binding at fault. An
+  // existing kernel is replaced only with `replace`. Needs the @kernel
+  // category. Blocks; throws Error. The kernel is then called with call().
+  KernelInfo kernelAdd(std::string_view name, std::string_view language, std::span<const std::byte> source,
+                       std::string_view description, bool replace = false);
+  KernelInfo kernelAdd(std::string_view name, std::string_view glsl, std::string_view description,
+                       bool replace = false);
+  std::vector<KernelInfo> kernelList();  // sorted by name
+  void kernelRemove(std::string_view name);  // its owner, or a principal with @kernel
+  KernelInfo kernelShow(std::string_view name);  // with `source`
 
   struct Impl;
   Impl& impl() { return *impl_; }

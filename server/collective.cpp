@@ -1,0 +1,661 @@
+#include "server/collective.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "compute/collective_kernels.h"
+#include "server/loop_completion.h"
+#include "server/wire.h"
+
+namespace tensord::server {
+namespace {
+
+// allreduce goes direct (one hop, every member reduces all contributions)
+// while the f32 bucket is at most this; above it, the ring.
+constexpr uint64_t kDirectMaxBytes = 256u << 10;
+
+bool isReduction(const std::string& kind) { return kind == "allreduce" || kind == "reduce_scatter"; }
+
+compute::TensorView view(const std::shared_ptr<compute::Buffer>& buffer, compute::DType dtype) {
+  return {compute::TensorDesc{dtype, {int64_t(buffer->bytes() / compute::dtypeSize(dtype))}}, buffer};
+}
+
+std::string describeInputs(const std::vector<compute::TensorDesc>& inputs) {
+  if (inputs.empty()) return "no inputs";
+  if (inputs.size() == 1) return inputs[0].str();
+  std::string out = std::to_string(inputs.size()) + " inputs (";
+  for (size_t i = 0; i < inputs.size(); ++i) out += (i ? ", " : "") + inputs[i].str();
+  return out + ")";
+}
+
+}  // namespace
+
+CollectiveRun::CollectiveRun(Group& group, uint64_t seq, CollectiveRequest request, uint32_t chunkBytes)
+    : group_(group),
+      server_(group.server()),
+      seq_(seq),
+      request_(std::move(request)),
+      chunkBytes_(chunkBytes),
+      n_(group.size()),
+      r_(group.rank),
+      failed_(nullptr),
+      whenPlanned_(nullptr) {
+  auto paf = kj::newPromiseAndFulfiller<void>();
+  failure_ = kj::mv(paf.fulfiller);
+  failed_ = paf.promise.fork();
+  auto plan = kj::newPromiseAndFulfiller<void>();
+  planned_ = kj::mv(plan.fulfiller);
+  whenPlanned_ = plan.promise.fork();
+  sendTail_.resize(n_);
+  expectedFrom_.assign(n_, 0);
+  receivedFrom_.assign(n_, 0);
+}
+
+CollectiveRun::~CollectiveRun() {
+  if (group_.current_ == this) group_.current_ = nullptr;
+}
+
+std::string CollectiveRun::what() const { return collectiveWhat(request_.kind, group_.name); }
+
+void CollectiveRun::fail(kj::Exception error, bool fromPeer) {
+  if (failure_->isWaiting() && fromPeer) fromPeer_ = true;
+  if (planned_->isWaiting()) planned_->reject(kj::cp(error));
+  if (failure_->isWaiting()) failure_->reject(kj::mv(error));
+}
+
+void CollectiveRun::taskFailed(kj::Exception&& exception) { fail(kj::mv(exception)); }
+
+CollectiveHeader CollectiveRun::localHeader() const {
+  CollectiveHeader h;
+  h.seq = seq_;
+  h.kind = request_.kind;
+  h.op = request_.op;
+  h.root = request_.root;
+  for (const auto& input : request_.inputs) h.inputs.push_back(input.desc);
+  return h;
+}
+
+kj::Promise<CollectiveOutputs> CollectiveRun::run() {
+  auto work = kj::evalLater([this]() -> kj::Promise<void> {
+                auto& aborts = group_.aborts_;
+                if (auto it = aborts.find(seq_); it != aborts.end()) {
+                  fromPeer_ = true;
+                  return failed(what() + ": " + it->second);
+                }
+                return exchangeHeaders();
+              })
+                  .then([this]() {
+                    checkHeaders();
+                    moving_ = true;
+                    return moveData();
+                  })
+                  .then([this]() { return finish(); });
+  auto timeout = server_.timer.afterDelay(request_.timeoutMs * kj::MILLISECONDS).then([this]() -> CollectiveOutputs {
+    timedOut_ = true;
+    kj::throwFatalException(failed(timeoutMessage()));
+  });
+  auto failure = failed_.addBranch().then(
+      []() -> CollectiveOutputs { kj::throwFatalException(failed("collective: internal error: failure fulfilled")); });
+  return work.exclusiveJoin(kj::mv(failure))
+      .exclusiveJoin(kj::mv(timeout))
+      .then(
+          [this](CollectiveOutputs out) {
+            finished_ = true;
+            return out;
+          },
+          [this](kj::Exception&& e) -> CollectiveOutputs {
+            finished_ = true;
+            const std::string reason = e.getDescription().cStr();
+            if (!agreed_ && !fromPeer_) {
+              // Tell the others at once rather than let them wait for the timeout.
+              for (uint32_t r = 0; r < n_; ++r) {
+                PeerLink* link = r == r_ ? nullptr : group_.outLink(r);
+                if (link == nullptr) continue;
+                auto abort = link->peer.abortRequest();
+                abort.setSeq(seq_);
+                abort.setReason(reason);
+                group_.tasks_.add(abort.send().ignoreResult());
+              }
+            }
+            if (moving_ || timedOut_) group_.breakGroup(reason);
+            server_.log.warn("{}", reason);
+            kj::throwFatalException(kj::mv(e));
+          });
+}
+
+std::string CollectiveRun::timeoutMessage() const {
+  std::string waiting;
+  auto& headers = group_.headers_[seq_];
+  for (uint32_t r = 0; r < n_; ++r) {
+    if (!headers.count(r)) waiting += (waiting.empty() ? "" : ", ") + peerName(r);
+  }
+  const std::string after = what() + ": timed out after " + std::to_string(request_.timeoutMs) + " ms ";
+  if (!waiting.empty())
+    return after + "waiting for " + waiting + " to issue it (collective #" + std::to_string(seq_) + ")";
+  for (uint32_t r = 0; r < n_; ++r) {
+    if (receivedFrom_[r] < expectedFrom_[r]) waiting += (waiting.empty() ? "" : ", ") + peerName(r);
+  }
+  if (!waiting.empty()) return after + "waiting for data from " + waiting;
+  return after + "waiting for the device or for sends to complete";
+}
+
+// ------------------------------------------------------------------ headers
+
+kj::Promise<void> CollectiveRun::exchangeHeaders() {
+  CollectiveHeader mine = localHeader();
+  for (uint32_t r = 0; r < n_; ++r) {
+    if (r == r_) continue;
+    PeerLink* link = group_.outLink(r);
+    if (link == nullptr) return failed(what() + ": no link to " + peerName(r));
+    auto request = link->peer.headerRequest();
+    auto h = request.initHeader();
+    h.setSeq(mine.seq);
+    h.setKind(mine.kind);
+    h.setOp(mine.op);
+    h.setRoot(mine.root);
+    auto inputs = h.initInputs(capnp::uint(mine.inputs.size()));
+    for (size_t i = 0; i < mine.inputs.size(); ++i) fillDesc(inputs[capnp::uint(i)], mine.inputs[i]);
+    tasks_.add(linkTo(r, request.send().ignoreResult()));
+  }
+  group_.headers_[seq_][r_] = std::move(mine);
+  server_.log.debug("{}: collective #{} sent its header; {} of {} here", what(), seq_, group_.headers_[seq_].size(),
+                    n_);
+  if (group_.headers_[seq_].size() == n_) return kj::READY_NOW;
+  auto paf = kj::newPromiseAndFulfiller<void>();
+  headersIn_ = kj::mv(paf.fulfiller);
+  return kj::mv(paf.promise);
+}
+
+void CollectiveRun::headerArrived() {
+  if (headersIn_ && headersIn_->isWaiting() && group_.headers_[seq_].size() == n_) headersIn_->fulfill();
+}
+
+void CollectiveRun::checkHeaders() {
+  auto& headers = group_.headers_[seq_];
+  const CollectiveHeader& first = headers.at(0);
+  for (uint32_t j = 1; j < n_; ++j) {
+    const CollectiveHeader& other = headers.at(j);
+    std::string problem;
+    if (other.kind != first.kind) {
+      agreed_ = true;
+      kj::throwFatalException(failed("collective #" + std::to_string(seq_) + " on group " + group_.name + ": rank " +
+                                     std::to_string(j) + " issued " + other.kind + ", rank 0 issued " + first.kind));
+    }
+    if (other.op != first.op) {
+      problem = "rank " + std::to_string(j) + " has op " + other.op + ", rank 0 has op " + first.op;
+    } else if (other.root != first.root) {
+      problem = "rank " + std::to_string(j) + " has root " + std::to_string(other.root) + ", rank 0 has root " +
+                std::to_string(first.root);
+    } else if (other.inputs != first.inputs) {
+      problem = "rank " + std::to_string(j) + " has " + describeInputs(other.inputs) + ", rank 0 has " +
+                describeInputs(first.inputs);
+    }
+    if (!problem.empty()) {
+      agreed_ = true;
+      kj::throwFatalException(failed(what() + ": " + problem));
+    }
+  }
+  // Every member checks the same agreed request the same way from here on.
+  agreed_ = true;
+  const auto& inputs = request_.inputs;
+  if (isReduction(request_.kind)) {
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (!compute::isFloating(inputs[i].desc.dtype)) {
+        kj::throwFatalException(unimplemented(what() + ": input " + std::to_string(i) + " is " + inputs[i].desc.str() +
+                                              "; reductions take f32, f16 or bf16"));
+      }
+    }
+  }
+  if (request_.kind == "reduce_scatter") {
+    const auto& desc = inputs[0].desc;
+    if (desc.rank() == 0 || desc.shape[0] % n_ != 0) {
+      kj::throwFatalException(failed(what() + ": the input is " + desc.str() +
+                                     "; expected a leading dimension divisible by the group size " +
+                                     std::to_string(n_)));
+    }
+  }
+  if (request_.kind == "broadcast" && request_.root >= n_) {
+    kj::throwFatalException(failed(what() + ": root " + std::to_string(request_.root) +
+                                   " is not a member; expected 0 to " + std::to_string(n_ - 1)));
+  }
+  agreed_ = false;  // failures from here on are this member's own
+}
+
+// ------------------------------------------------------------ device helpers
+
+kj::Promise<void> CollectiveRun::enqueueDevice(const std::function<void(compute::Completion)>& start) {
+  auto done = makeLoopCompletion();
+  mapComputeErrors(what(), [&] { start(std::move(done.completion)); });
+  return kj::mv(done.promise);
+}
+
+std::shared_ptr<compute::Buffer> CollectiveRun::allocate(uint64_t bytes) {
+  return mapComputeErrors(what(),
+                          [&] { return server_.engine.allocate(std::max<uint64_t>(bytes, 4), request_.owner); });
+}
+
+kj::Promise<void> CollectiveRun::convert(const compute::TensorView& src, uint64_t srcOffset,
+                                         const compute::TensorView& dst, uint64_t dstOffset, uint64_t count,
+                                         double scale) {
+  return enqueueDevice([&](compute::Completion done) {
+    server_.engine.enqueueOp(request_.owner, compute::collectiveConvertSpec(), {src}, {dst},
+                             compute::collectiveKernelAttrs(srcOffset, dstOffset, count, "", scale), std::move(done));
+  });
+}
+
+kj::Promise<void> CollectiveRun::reduce(uint64_t srcOffset, uint64_t dstOffset, uint64_t count,
+                                        const std::shared_ptr<compute::Buffer>& src) {
+  return enqueueDevice([&](compute::Completion done) {
+    server_.engine.enqueueOp(request_.owner, compute::collectiveReduceSpec(), {view(src, compute::DType::F32)},
+                             {view(scratch_, compute::DType::F32)},
+                             compute::collectiveKernelAttrs(srcOffset, dstOffset, count, reduceOp_), std::move(done));
+  });
+}
+
+kj::Promise<void> CollectiveRun::upload(const StagingLease& lease, uint64_t bytes,
+                                        const std::shared_ptr<compute::Buffer>& dst, uint64_t offset) {
+  return mapComputeErrors(what(), [&] {
+    return server_.staging.transfer(lease, [&](compute::Completion done) {
+      server_.engine.enqueueUpload(request_.owner, lease.slot(), bytes, dst, offset, std::move(done));
+    });
+  });
+}
+
+kj::Promise<void> CollectiveRun::download(const StagingLease& lease, const std::shared_ptr<compute::Buffer>& src,
+                                          uint64_t offset, uint64_t bytes) {
+  return mapComputeErrors(what(), [&] {
+    return server_.staging.transfer(lease, [&](compute::Completion done) {
+      server_.engine.enqueueDownload(request_.owner, src, offset, bytes, lease.slot(), std::move(done));
+    });
+  });
+}
+
+// -------------------------------------------------------------------- sends
+
+kj::Promise<void> CollectiveRun::linkTo(uint32_t to, kj::Promise<void> sending) {
+  return sending.catch_([this, to](kj::Exception&& e) -> kj::Promise<void> {
+    std::string reason = e.getDescription().cStr();
+    if (size_t at = reason.find("remote exception: "); at != std::string::npos) reason = reason.substr(at + 18);
+    return kj::Exception(
+        e.getType(), __FILE__, __LINE__,
+        kj::str(what().c_str(), " failed: sending to ", peerName(to).c_str(), " failed: ", reason.c_str()));
+  });
+}
+
+void CollectiveRun::queueSend(uint32_t to, uint32_t step, uint32_t chunk, kj::ArrayPtr<const kj::byte> bytes) {
+  PeerLink* link = group_.outLink(to);
+  if (link == nullptr) kj::throwFatalException(failed(what() + ": no link to " + peerName(to)));
+  auto request = link->peer.dataRequest(capnp::MessageSize{bytes.size() / 8 + 16, 0});
+  request.setSeq(seq_);
+  request.setStep(step);
+  request.setChunk(chunk);
+  request.setData(bytes);
+  if (server_.log.should_log(spdlog::level::trace)) {
+    server_.log.trace("{} #{}: sending step {} chunk {} ({} bytes) to {}", what(), seq_, step, chunk, bytes.size(),
+                      peerName(to));
+  }
+  kj::Promise<void> previous = kj::READY_NOW;
+  if (sendTail_[to]) previous = sendTail_[to]->addBranch();
+  auto sent = linkTo(to, previous.then([request = kj::mv(request)]() mutable { return request.send(); })).fork();
+  tasks_.add(sent.addBranch());  // a failed send fails the run at once
+  sendTail_[to] = kj::heap(kj::mv(sent));
+}
+
+kj::Promise<void> CollectiveRun::sendRegion(std::vector<uint32_t> to, uint32_t step, uint32_t chunk, Region from,
+                                            kj::Maybe<Region> alsoUpload) {
+  return server_.staging.acquire().then([this, to = std::move(to), step, chunk, from, alsoUpload](StagingLease lease) {
+    return download(lease, from.buffer, from.offset, from.bytes)
+        .then([this, lease, to, step, chunk, from, alsoUpload]() -> kj::Promise<void> {
+          auto bytes = kj::arrayPtr(reinterpret_cast<const kj::byte*>(lease.data()), from.bytes);
+          for (uint32_t r : to) queueSend(r, step, chunk, bytes);
+          KJ_IF_MAYBE (region, alsoUpload) {
+            return upload(lease, from.bytes, region->buffer, region->offset);
+          }
+          return kj::READY_NOW;
+        });
+  });
+}
+
+void CollectiveRun::trackSend(kj::Promise<void> sending) {
+  auto forked = kj::heap(sending.fork());
+  tasks_.add(forked->addBranch());  // a failure fails the run at once
+  regionSends_.push_back(kj::mv(forked));
+}
+
+void CollectiveRun::receivedOne(uint32_t from) {
+  if (server_.log.should_log(spdlog::level::trace)) {
+    server_.log.trace("{} #{}: chunk {} of {} handled", what(), seq_, received_ + 1, expected_);
+  }
+  ++received_;
+  ++receivedFrom_[from];
+  if (received_ == expected_ && allIn_ && allIn_->isWaiting()) allIn_->fulfill();
+}
+
+// --------------------------------------------------------------------- plan
+
+uint64_t CollectiveRun::segmentBegin(uint32_t k) const { return total_ * k / n_; }
+
+uint64_t CollectiveRun::segmentChunks(uint32_t k) const {
+  return chunkCount((segmentBegin(k + 1) - segmentBegin(k)) * 4);
+}
+
+kj::Promise<void> CollectiveRun::moveData() {
+  const std::string& kind = request_.kind;
+  if (kind == "barrier") return kj::READY_NOW;
+  auto paf = kj::newPromiseAndFulfiller<void>();
+  allIn_ = kj::mv(paf.fulfiller);
+  if (isReduction(kind)) {
+    prepareReduction();
+    if (algo_ == Algo::kRing) startRing();
+    if (algo_ == Algo::kDirect) startDirectReduce();
+  } else if (kind == "broadcast") {
+    startBroadcast();
+  } else {
+    startAllgather();
+  }
+  planReady_ = true;
+  planned_->fulfill();
+  if (received_ == expected_ && allIn_->isWaiting()) allIn_->fulfill();
+  return paf.promise
+      .then([this]() {
+        // Every chunk is in; wait until this member's own chunks were queued
+        // to the links (their device copies may still be running) ...
+        auto started = kj::heapArrayBuilder<kj::Promise<void>>(regionSends_.size());
+        for (auto& send : regionSends_) started.add(send->addBranch());
+        return kj::joinPromises(started.finish());
+      })
+      .then([this]() {
+        // ... and until every send was taken by its link.
+        auto sends = kj::heapArrayBuilder<kj::Promise<void>>(n_);
+        for (auto& tail : sendTail_) sends.add(tail ? tail->addBranch() : kj::Promise<void>(kj::READY_NOW));
+        return kj::joinPromises(sends.finish());
+      });
+}
+
+void CollectiveRun::prepareReduction() {
+  reduceOp_ = request_.op == "mean" ? "sum" : request_.op;
+  total_ = 0;
+  for (const auto& input : request_.inputs) {
+    inputOffsets_.push_back(total_);
+    total_ += uint64_t(input.desc.numel());
+  }
+  const bool direct = n_ > 1 && request_.kind == "allreduce" && total_ * 4 <= kDirectMaxBytes;
+  algo_ = n_ == 1 ? Algo::kNone : direct ? Algo::kDirect : Algo::kRing;
+  // Direct keeps every member's contribution: member j's at j * total.
+  base_ = algo_ == Algo::kDirect ? r_ * total_ : 0;
+  scratch_ = allocate((algo_ == Algo::kDirect ? n_ : 1) * total_ * 4);
+  if (algo_ == Algo::kRing) recv_ = allocate(total_ * 4);
+  for (size_t i = 0; i < request_.inputs.size(); ++i) {
+    const auto& input = request_.inputs[i];
+    tasks_.add(convert(input, 0, view(scratch_, compute::DType::F32), base_ + inputOffsets_[i],
+                       uint64_t(input.desc.numel()), 1.0));
+  }
+}
+
+void CollectiveRun::startRing() {
+  shift_ = request_.kind == "reduce_scatter" ? 1 : 0;
+  ringSteps_ = request_.kind == "reduce_scatter" ? n_ - 1 : 2 * (n_ - 1);
+  const uint32_t left = (r_ + n_ - 1) % n_, right = (r_ + 1) % n_;
+  for (uint32_t t = 0; t < ringSteps_; ++t) expected_ += segmentChunks(recvSegment(t));
+  expectedFrom_[left] = expected_;
+  const uint32_t seg = sendSegment(0);
+  const uint64_t chunkElems = chunkBytes_ / 4;
+  for (uint64_t c = 0; c < segmentChunks(seg); ++c) {
+    const uint64_t begin = segmentBegin(seg) + c * chunkElems;
+    const uint64_t count = std::min(chunkElems, segmentBegin(seg + 1) - begin);
+    trackSend(sendRegion({right}, 0, uint32_t(c), Region{scratch_, begin * 4, count * 4}, nullptr));
+  }
+}
+
+uint32_t CollectiveRun::sendSegment(uint32_t step) const { return (r_ + 2 * n_ - step % n_ - shift_) % n_; }
+uint32_t CollectiveRun::recvSegment(uint32_t step) const { return (r_ + 3 * n_ - step % n_ - 1 - shift_) % n_; }
+
+void CollectiveRun::startDirectReduce() {
+  const uint64_t chunks = chunkCount(total_ * 4);
+  std::vector<uint32_t> others;
+  for (uint32_t r = 0; r < n_; ++r) {
+    if (r == r_) continue;
+    others.push_back(r);
+    expectedFrom_[r] = chunks;
+    expected_ += chunks;
+  }
+  const uint64_t chunkElems = chunkBytes_ / 4;
+  for (uint64_t c = 0; c < chunks; ++c) {
+    const uint64_t begin = c * chunkElems;
+    const uint64_t count = std::min(chunkElems, total_ - begin);
+    trackSend(sendRegion(others, 0, uint32_t(c), Region{scratch_, (base_ + begin) * 4, count * 4}, nullptr));
+  }
+}
+
+void CollectiveRun::startBroadcast() {
+  algo_ = Algo::kChain;
+  const uint32_t root = request_.root;
+  const uint32_t right = (r_ + 1) % n_;
+  uint64_t id = 0;
+  for (const auto& input : request_.inputs) {
+    chunkBase_.push_back(id);
+    id += chunkCount(input.desc.bytes());
+    if (r_ != root) outBuffers_.push_back(allocate(input.desc.bytes()));
+  }
+  chunkBase_.push_back(id);
+  if (n_ == 1) return;
+  if (r_ != root) {
+    expected_ = id;
+    expectedFrom_[(r_ + n_ - 1) % n_] = id;
+    return;
+  }
+  for (size_t i = 0; i < request_.inputs.size(); ++i) {
+    const auto& input = request_.inputs[i];
+    const uint64_t bytes = input.desc.bytes();
+    for (uint64_t c = 0; c < chunkCount(bytes); ++c) {
+      const uint64_t at = c * chunkBytes_;
+      trackSend(sendRegion({right}, 0, uint32_t(chunkBase_[i] + c),
+                           Region{input.buffer, at, std::min<uint64_t>(chunkBytes_, bytes - at)}, nullptr));
+    }
+  }
+}
+
+void CollectiveRun::startAllgather() {
+  algo_ = Algo::kGather;
+  const auto& input = request_.inputs[0];
+  const uint64_t bytes = input.desc.bytes();
+  total_ = bytes;
+  outBuffers_.push_back(allocate(bytes * n_));
+  const uint64_t chunks = chunkCount(bytes);
+  std::vector<uint32_t> others;
+  for (uint32_t r = 0; r < n_; ++r) {
+    if (r == r_) continue;
+    others.push_back(r);
+    expectedFrom_[r] = chunks;
+    expected_ += chunks;
+  }
+  for (uint64_t c = 0; c < chunks; ++c) {
+    const uint64_t at = c * chunkBytes_;
+    const uint64_t size = std::min<uint64_t>(chunkBytes_, bytes - at);
+    trackSend(sendRegion(others, 0, uint32_t(c), Region{input.buffer, at, size},
+                         Region{outBuffers_[0], r_ * bytes + at, size}));
+  }
+}
+
+// ------------------------------------------------------------------ receive
+
+kj::Promise<void> CollectiveRun::onData(uint32_t from, uint32_t step, uint32_t chunk, capnp::Data::Reader data) {
+  if (server_.log.should_log(spdlog::level::trace)) {
+    server_.log.trace("{} #{}: data step {} chunk {} ({} bytes) from {}{}", what(), seq_, step, chunk, data.size(),
+                      peerName(from), planReady_ ? "" : ", before the plan");
+  }
+  if (finished_) return failed(what() + ": " + peerName(from) + " sent data after the collective ended here");
+  // A member may start sending as soon as it has every header, which can be
+  // before this member has them all: its data waits here (and its stream
+  // with it) until this member's plan is set up.
+  if (!planReady_) {
+    return whenPlanned_.addBranch().then(
+        [this, from, step, chunk, data]() { return receive(from, step, chunk, data); });
+  }
+  return receive(from, step, chunk, data);
+}
+
+kj::Promise<void> CollectiveRun::receive(uint32_t from, uint32_t step, uint32_t chunk, capnp::Data::Reader data) {
+  auto bad = [&](const std::string& why) -> kj::Promise<void> {
+    auto e = failed(what() + ": " + peerName(from) + " sent step " + std::to_string(step) + " chunk " +
+                    std::to_string(chunk) + " (" + std::to_string(data.size()) + " bytes): " + why);
+    fail(e);
+    return kj::mv(e);
+  };
+  // Where the chunk goes, and whether it is reduced, forwarded or stored.
+  std::shared_ptr<compute::Buffer> target;
+  uint64_t offset = 0, size = 0;
+  bool reduceIt = false;
+  int64_t forwardTo = -1;  // the member this chunk goes on to, if any
+  uint32_t forwardStep = step;
+  const uint64_t chunkElems = chunkBytes_ / 4;
+  switch (algo_) {
+    case Algo::kRing: {
+      if (from != (r_ + n_ - 1) % n_) return bad("expected data only from " + peerName((r_ + n_ - 1) % n_));
+      if (step >= ringSteps_) return bad("the ring has " + std::to_string(ringSteps_) + " steps");
+      const uint32_t seg = recvSegment(step);
+      if (chunk >= segmentChunks(seg)) return bad("segment " + std::to_string(seg) + " has fewer chunks");
+      const uint64_t begin = segmentBegin(seg) + chunk * chunkElems;
+      size = std::min(chunkElems, segmentBegin(seg + 1) - begin) * 4;
+      offset = begin * 4;
+      reduceIt = step < n_ - 1;
+      target = reduceIt ? recv_ : scratch_;
+      if (step + 1 < ringSteps_) {
+        forwardTo = (r_ + 1) % n_;
+        forwardStep = step + 1;
+      }
+      break;
+    }
+    case Algo::kDirect: {
+      if (step != 0 || chunk >= chunkCount(total_ * 4)) return bad("expected step 0 and a chunk of the bucket");
+      const uint64_t begin = chunk * chunkElems;
+      size = std::min(chunkElems, total_ - begin) * 4;
+      offset = (from * total_ + begin) * 4;
+      target = scratch_;
+      break;
+    }
+    case Algo::kChain: {
+      if (from != (r_ + n_ - 1) % n_ || r_ == request_.root) return bad("this member expects no data from it");
+      if (step != 0 || chunk >= chunkBase_.back()) return bad("expected step 0 and a chunk of the inputs");
+      const size_t i = size_t(std::upper_bound(chunkBase_.begin(), chunkBase_.end(), chunk) - chunkBase_.begin()) - 1;
+      const uint64_t bytes = request_.inputs[i].desc.bytes();
+      offset = (chunk - chunkBase_[i]) * chunkBytes_;
+      size = std::min<uint64_t>(chunkBytes_, bytes - offset);
+      target = outBuffers_[i];
+      if ((r_ + 1) % n_ != request_.root) forwardTo = (r_ + 1) % n_;
+      break;
+    }
+    case Algo::kGather: {
+      if (step != 0 || chunk >= chunkCount(total_)) return bad("expected step 0 and a chunk of its tensor");
+      const uint64_t at = uint64_t(chunk) * chunkBytes_;
+      size = std::min<uint64_t>(chunkBytes_, total_ - at);
+      offset = from * total_ + at;
+      target = outBuffers_[0];
+      break;
+    }
+    case Algo::kNone:
+      return bad("this collective moves no data");
+  }
+  if (data.size() != size) return bad("expected " + std::to_string(size) + " bytes");
+  // Stored data goes on at once (allgather phase, chains): the next member
+  // need not wait for this one's device.
+  bool forwardNow = false;
+  if (forwardTo >= 0 && !reduceIt) {
+    queueSend(uint32_t(forwardTo), forwardStep, chunk, data);
+    forwardNow = true;
+  }
+  // Copy it into a staging slot: then the sender may go on.
+  return server_.staging.acquire().then([this, data, from, chunk, target, offset, size, reduceIt, forwardTo,
+                                         forwardStep, forwardNow](StagingLease lease) {
+    std::memcpy(lease.data(), data.begin(), size);
+    auto uploaded = upload(lease, size, target, offset);
+    if (!reduceIt) {
+      tasks_.add(kj::mv(uploaded));
+      receivedOne(from);
+      return;
+    }
+    tasks_.add(kj::mv(uploaded));
+    tasks_.add(reduce(offset / 4, offset / 4, size / 4, recv_));
+    if (forwardTo >= 0 && !forwardNow) {
+      // Still in the ring's reduce phase: send the partial sum on.
+      const auto next = uint32_t(forwardTo);
+      tasks_.add(download(lease, scratch_, offset, size).then([this, lease, next, forwardStep, chunk, size, from]() {
+        queueSend(next, forwardStep, chunk, kj::arrayPtr(reinterpret_cast<const kj::byte*>(lease.data()), size));
+        receivedOne(from);
+      }));
+      return;
+    }
+    receivedOne(from);
+  });
+}
+
+// ------------------------------------------------------------------ outputs
+
+kj::Promise<CollectiveOutputs> CollectiveRun::finish() {
+  CollectiveOutputs out;
+  out.inPlace = request_.inPlace;
+  const std::string& kind = request_.kind;
+  auto work = kj::heapArrayBuilder<kj::Promise<void>>(request_.inputs.size() + n_ + 1);
+  if (kind == "barrier") return out;
+  auto newOutput = [&](const compute::TensorDesc& desc) {
+    const uint64_t bytes[] = {desc.bytes()};
+    server_.quotas.checkAllocation(request_.owner, request_.kind, bytes);
+    return compute::TensorView{desc, allocate(desc.bytes())};
+  };
+  if (isReduction(kind)) {
+    if (algo_ == Algo::kDirect) {
+      // Every member adds the contributions in rank order into member 0's
+      // place: identical results everywhere.
+      for (uint32_t j = 1; j < n_; ++j) work.add(reduce(j * total_, 0, total_, scratch_));
+    }
+    const double scale = request_.op == "mean" ? 1.0 / n_ : 1.0;
+    if (kind == "allreduce") {
+      for (size_t i = 0; i < request_.inputs.size(); ++i) {
+        const auto& input = request_.inputs[i];
+        compute::TensorView dst = request_.inPlace ? input : newOutput(input.desc);
+        work.add(convert(view(scratch_, compute::DType::F32), inputOffsets_[i], dst, 0, uint64_t(input.desc.numel()),
+                         scale));
+        out.outputs.push_back(dst);
+      }
+    } else {
+      compute::TensorDesc desc = request_.inputs[0].desc;
+      desc.shape[0] /= n_;
+      compute::TensorView dst = newOutput(desc);
+      work.add(convert(view(scratch_, compute::DType::F32), n_ == 1 ? 0 : segmentBegin(r_), dst, 0,
+                       uint64_t(desc.numel()), scale));
+      out.outputs.push_back(dst);
+    }
+  } else if (kind == "broadcast") {
+    for (size_t i = 0; i < request_.inputs.size(); ++i) {
+      const auto& input = request_.inputs[i];
+      const uint64_t bytes = input.desc.bytes();
+      if (r_ == request_.root || n_ == 1) {
+        if (request_.inPlace) {
+          out.outputs.push_back(input);
+          continue;
+        }
+        compute::TensorView dst = newOutput(input.desc);
+        work.add(enqueueDevice([&](compute::Completion done) {
+          server_.engine.enqueueCopy(request_.owner, input.buffer, dst.buffer, bytes, std::move(done));
+        }));
+        out.outputs.push_back(dst);
+      } else if (request_.inPlace) {
+        work.add(enqueueDevice([&](compute::Completion done) {
+          server_.engine.enqueueCopy(request_.owner, outBuffers_[i], input.buffer, bytes, std::move(done));
+        }));
+        out.outputs.push_back(input);
+      } else {
+        out.outputs.push_back(compute::TensorView{input.desc, outBuffers_[i]});
+      }
+    }
+  } else {  // allgather
+    compute::TensorDesc desc = request_.inputs[0].desc;
+    desc.shape.insert(desc.shape.begin(), int64_t(n_));
+    out.outputs.push_back(compute::TensorView{desc, outBuffers_[0]});
+  }
+  return kj::joinPromises(work.finish()).then([out = std::move(out)]() mutable { return std::move(out); });
+}
+
+}  // namespace tensord::server

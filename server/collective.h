@@ -1,0 +1,159 @@
+#pragma once
+// CollectiveRun: one collective on one member of a group, from the header
+// exchange to the outputs.
+//
+// 1. Every member sends its header (kind, op, root, input dtypes and shapes)
+//    to every other member and waits for theirs; any difference fails the
+//    collective on every member alike, naming both sides, before data moves.
+// 2. Data moves in chunks (groups.chunk_bytes) over the GroupPeer `data`
+//    stream of each link, so Cap'n Proto's flow control paces senders:
+//    - allreduce: ring reduce-scatter then allgather over 2(n-1) steps; a
+//      chunk received is uploaded, reduced into the f32 scratch on the
+//      device and (still in the ring) downloaded and sent on, while later
+//      chunks are in flight. Small tensors go direct instead: every member
+//      sends its whole tensor to every other and each reduces all of them
+//      in rank order (one network hop instead of 2(n-1)).
+//    - reduce_scatter: the ring's first half, ending on this rank's slice.
+//    - broadcast: a pipelined chain from the root.
+//    - allgather: each member sends its tensor to every other.
+//    - barrier: the header exchange alone.
+//    Reductions keep f32 partial results (f16/bf16 inputs are converted on
+//    the device first and back at the end; mean scales at the end).
+// 3. Outputs are written only once every chunk arrived: inputs are left as
+//    they were on any failure; in_place copies the results over them last.
+//
+// A failure anywhere (a mismatch, a member's abort, a lost link, the
+// timeout) fails the run at once; every promise of it is then dropped and
+// its device buffers go back when the device is done with them.
+//
+// Threads: the event-loop thread only. The Group outlives its runs.
+
+#include <kj/async.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "server/group.h"
+#include "server/staging_pool.h"
+
+namespace tensord::server {
+
+class CollectiveRun final : private kj::TaskSet::ErrorHandler {
+ public:
+  CollectiveRun(Group& group, uint64_t seq, CollectiveRequest request, uint32_t chunkBytes);
+  ~CollectiveRun();
+
+  // Runs to the end; rejects with a message naming the collective.
+  kj::Promise<CollectiveOutputs> run();
+
+  uint64_t seq() const { return seq_; }
+  const std::string& kind() const { return request_.kind; }
+
+  // A header from member `from` arrived (its seq is ours).
+  void headerArrived();
+  // Chunk data from member `from`; resolves once it is copied off the
+  // message (the device work and any forwarding go on in the background).
+  kj::Promise<void> onData(uint32_t from, uint32_t step, uint32_t chunk, capnp::Data::Reader data);
+  // Fails the run (a lost link, the group broke); `fromPeer`: another
+  // member's abort, which the others got too (no abort is sent on).
+  void fail(kj::Exception error, bool fromPeer = false);
+
+ private:
+  struct Region {  // a stretch of a device buffer, in bytes
+    std::shared_ptr<compute::Buffer> buffer;
+    uint64_t offset = 0;
+    uint64_t bytes = 0;
+  };
+
+  CollectiveHeader localHeader() const;
+  kj::Promise<void> exchangeHeaders();
+  void checkHeaders();  // throws a mismatch naming both sides
+  kj::Promise<void> moveData();
+  kj::Promise<CollectiveOutputs> finish();
+  std::string timeoutMessage() const;
+
+  // The plan of each kind.
+  void prepareReduction();
+  void startRing();
+  void startDirectReduce();
+  void startBroadcast();
+  void startAllgather();
+  kj::Promise<void> receive(uint32_t from, uint32_t step, uint32_t chunk, capnp::Data::Reader data);
+
+  // Device work, all in the requesting principal's queue.
+  kj::Promise<void> enqueueDevice(const std::function<void(compute::Completion)>& start);
+  std::shared_ptr<compute::Buffer> allocate(uint64_t bytes);
+  kj::Promise<void> convert(const compute::TensorView& src, uint64_t srcOffset, const compute::TensorView& dst,
+                            uint64_t dstOffset, uint64_t count, double scale);
+  // scratch[dstOffset..] = op(scratch[dstOffset..], src[srcOffset..]), f32 elements
+  kj::Promise<void> reduce(uint64_t srcOffset, uint64_t dstOffset, uint64_t count,
+                           const std::shared_ptr<compute::Buffer>& src);
+  kj::Promise<void> upload(const StagingLease& lease, uint64_t bytes, const std::shared_ptr<compute::Buffer>& dst,
+                           uint64_t offset);
+  kj::Promise<void> download(const StagingLease& lease, const std::shared_ptr<compute::Buffer>& src, uint64_t offset,
+                             uint64_t bytes);
+
+  // Network: a region downloaded and sent to members `to` (and uploaded
+  // elsewhere on this device too); one data message queued to a member.
+  kj::Promise<void> sendRegion(std::vector<uint32_t> to, uint32_t step, uint32_t chunk, Region from,
+                               kj::Maybe<Region> alsoUpload);
+  void queueSend(uint32_t to, uint32_t step, uint32_t chunk, kj::ArrayPtr<const kj::byte> bytes);
+  // `sending`, its failure naming the member it went to.
+  kj::Promise<void> linkTo(uint32_t to, kj::Promise<void> sending);
+  void receivedOne(uint32_t from);
+  // Keeps a sendRegion to wait for before the run may end.
+  void trackSend(kj::Promise<void> sending);
+  void taskFailed(kj::Exception&& exception) override;
+
+  uint64_t chunkCount(uint64_t bytes) const { return (bytes + chunkBytes_ - 1) / chunkBytes_; }
+  // Ring: segment k is elements [segmentBegin(k), segmentBegin(k + 1)).
+  uint64_t segmentBegin(uint32_t k) const;
+  uint64_t segmentChunks(uint32_t k) const;
+  uint32_t sendSegment(uint32_t step) const;
+  uint32_t recvSegment(uint32_t step) const;
+  std::string what() const;
+  std::string peerName(uint32_t r) const { return group_.memberName(r); }
+
+  Group& group_;
+  ServerState& server_;
+  const uint64_t seq_;
+  CollectiveRequest request_;
+  const uint32_t chunkBytes_;
+  const uint32_t n_, r_;
+  bool moving_ = false;     // headers agreed, data may move
+  bool planReady_ = false;  // the data plan is set up: chunks can be placed
+  bool finished_ = false;
+  bool agreed_ = false;    // the failure is one every member reaches alike (no abort needed)
+  bool fromPeer_ = false;  // the failure is another member's abort
+  bool timedOut_ = false;
+
+  kj::Own<kj::PromiseFulfiller<void>> failure_;  // rejected by fail()
+  kj::ForkedPromise<void> failed_;
+  kj::Own<kj::PromiseFulfiller<void>> planned_;  // fulfilled once the data plan is set up
+  kj::ForkedPromise<void> whenPlanned_;
+  kj::Own<kj::PromiseFulfiller<void>> headersIn_;  // fulfilled when every header is here
+  kj::Own<kj::PromiseFulfiller<void>> allIn_;      // fulfilled when every expected chunk was handled
+  uint64_t expected_ = 0, received_ = 0;
+  std::vector<uint64_t> expectedFrom_, receivedFrom_;  // by member
+
+  // The data layout.
+  enum class Algo { kNone, kRing, kDirect, kChain, kGather } algo_ = Algo::kNone;
+  uint64_t total_ = 0;                                        // elements (reductions) or bytes of the input (allgather)
+  uint64_t base_ = 0;                                         // direct: this member's place in the scratch, elements
+  std::string reduceOp_;                                      // sum, max, min
+  std::vector<uint64_t> inputOffsets_;                        // per input: elements into the scratch (reductions)
+  std::vector<uint64_t> chunkBase_;                           // broadcast: first chunk id of each input, then the total
+  std::shared_ptr<compute::Buffer> scratch_;                  // f32 partial results (reductions)
+  std::shared_ptr<compute::Buffer> recv_;                     // ring: f32 chunks as received, before reduction
+  std::vector<std::shared_ptr<compute::Buffer>> outBuffers_;  // broadcast, allgather: outputs being filled
+  uint32_t shift_ = 0;                                        // ring: 0 allreduce, 1 reduce_scatter
+  uint32_t ringSteps_ = 0;
+
+  std::vector<kj::Own<kj::ForkedPromise<void>>> regionSends_;  // this member's own chunks going out
+  std::vector<kj::Own<kj::ForkedPromise<void>>> sendTail_;     // per member: the last send queued to it
+  kj::TaskSet tasks_{*this};                                   // last: chunk work goes first
+};
+
+}  // namespace tensord::server

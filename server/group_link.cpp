@@ -1,0 +1,223 @@
+#include "server/group_link.h"
+
+#include <arpa/inet.h>
+#include <capnp/message.h>
+#include <kj/compat/tls.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <optional>
+#include <sstream>
+
+namespace tensord::server {
+namespace {
+
+// KJ keeps a TlsContext's SSL_CTX private; explicit instantiation may name
+// private members. Needed to accept an IP address SAN when a member is
+// given by IP address (KJ checks the host against DNS names only).
+template <typename Tag, typename Tag::type Member>
+struct Expose {
+  friend typename Tag::type member(Tag) { return Member; }
+};
+struct DialerContextCtx {
+  using type = void* kj::TlsContext::*;
+  friend type member(DialerContextCtx);
+};
+template struct Expose<DialerContextCtx, &kj::TlsContext::ctx>;
+
+bool isIpLiteral(const char* host) {
+  unsigned char buf[sizeof(in6_addr)];
+  return inet_pton(AF_INET, host, buf) == 1 || inet_pton(AF_INET6, host, buf) == 1;
+}
+
+// A host-name mismatch is forgiven when the host is an IP address listed in
+// the certificate's IP SANs; trust and expiry stay OpenSSL's verdict.
+int verifyMember(int ok, X509_STORE_CTX* store) {
+  if (ok != 0 || X509_STORE_CTX_get_error(store) != X509_V_ERR_HOSTNAME_MISMATCH) return ok;
+  auto* ssl = static_cast<SSL*>(X509_STORE_CTX_get_ex_data(store, SSL_get_ex_data_X509_STORE_CTX_idx()));
+  const char* host = ssl == nullptr ? nullptr : SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+  X509* leaf = X509_STORE_CTX_get0_cert(store);
+  if (host != nullptr && leaf != nullptr && isIpLiteral(host) && X509_check_ip_asc(leaf, host, 0) == 1) {
+    X509_STORE_CTX_set_error(store, X509_V_OK);
+    return 1;
+  }
+  return ok;
+}
+
+std::string readPem(const std::filesystem::path& path, std::string_view key) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ConfigError(std::string(key) + ": cannot open " + path.string() + ": " + std::strerror(errno));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::string reasonOf(const kj::Exception& e) {
+  std::string text = e.getDescription().cStr();
+  if (size_t at = text.find("message = "); at != std::string::npos) text = text.substr(at + 10);
+  if (size_t at = text.find("remote exception: "); at != std::string::npos) text = text.substr(at + 18);
+  return text;
+}
+
+// Adds `step` to an exception's message: "authenticate: unknown token".
+kj::Exception during(const std::string& step, kj::Exception&& e) {
+  return kj::Exception(e.getType(), __FILE__, __LINE__, kj::str(step, ": ", reasonOf(e).c_str()));
+}
+
+}  // namespace
+
+MemberAddress parseMemberAddress(std::string_view text, std::string_view key) {
+  MemberAddress out;
+  out.text = std::string(text);
+  std::string_view rest = text;
+  if (rest.starts_with("tls://")) {
+    out.tls = true;
+    rest.remove_prefix(6);
+  }
+  out.hostPort = parseHostPort(rest, key);
+  if (out.hostPort.port == 0) throw ConfigError(std::string(key) + ": port 0 is not a member's address");
+  return out;
+}
+
+struct NodeDialer::Tls {
+  std::vector<kj::TlsCertificate> cas;
+  std::optional<kj::TlsKeypair> keypair;
+  kj::Own<kj::TlsContext> context;
+};
+
+NodeDialer::NodeDialer(const GroupsConfig& config, kj::Network& network, uint64_t maxMessageBytes)
+    : network_(network), maxMessageBytes_(maxMessageBytes) {
+  kj::TlsContext::Options options;
+  options.minVersion = kj::TlsVersion::TLS_1_2;
+  tls_ = std::make_unique<Tls>();
+  if (const auto& node = config.credentials) {
+    haveCredentials_ = true;
+    token_ = node->token;
+    if (!node->caFile.empty()) {
+      const std::string pem = readPem(node->caFile, "groups.node_credentials.ca_file");
+      constexpr std::string_view kEnd = "-----END CERTIFICATE-----";
+      for (size_t pos = 0;;) {
+        size_t begin = pem.find("-----BEGIN CERTIFICATE-----", pos);
+        size_t end = begin == std::string::npos ? begin : pem.find(kEnd, begin);
+        if (end == std::string::npos) break;
+        end += kEnd.size();
+        std::string block = pem.substr(begin, end - begin) + "\n";
+        try {
+          tls_->cas.emplace_back(kj::StringPtr(block.c_str(), block.size()));
+        } catch (const kj::Exception& e) {
+          throw ConfigError("groups.node_credentials.ca_file: " + node->caFile.string() +
+                            ": not a PEM certificate: " + reasonOf(e));
+        }
+        pos = end;
+      }
+      if (tls_->cas.empty()) {
+        throw ConfigError("groups.node_credentials.ca_file: " + node->caFile.string() + " holds no PEM certificate");
+      }
+      options.useSystemTrustStore = false;
+      options.trustedCertificates = kj::ArrayPtr<const kj::TlsCertificate>(tls_->cas.data(), tls_->cas.size());
+    }
+    if (!node->certFile.empty()) {
+      const std::string chain = readPem(node->certFile, "groups.node_credentials.cert_file");
+      const std::string key = readPem(node->keyFile, "groups.node_credentials.key_file");
+      try {
+        tls_->keypair.emplace(kj::TlsKeypair{kj::TlsPrivateKey(kj::StringPtr(key.c_str(), key.size())),
+                                             kj::TlsCertificate(kj::StringPtr(chain.c_str(), chain.size()))});
+      } catch (const kj::Exception& e) {
+        throw ConfigError("groups.node_credentials: cannot load the certificate " + node->certFile.string() +
+                          " / key " + node->keyFile.string() + ": " + reasonOf(e));
+      }
+      options.defaultKeypair = *tls_->keypair;
+    }
+  }
+  try {
+    tls_->context = kj::heap<kj::TlsContext>(kj::mv(options));
+  } catch (const kj::Exception& e) {
+    throw ConfigError("groups.node_credentials: cannot set up TLS: " + reasonOf(e));
+  }
+  SSL_CTX_set_verify(static_cast<SSL_CTX*>((*tls_->context).*member(DialerContextCtx{})), SSL_VERIFY_PEER,
+                     verifyMember);
+}
+
+NodeDialer::~NodeDialer() = default;
+
+kj::Promise<kj::Own<PeerLink>> NodeDialer::dial(const MemberAddress& to, std::string group,
+                                                std::vector<std::string> members, uint32_t rank, uint64_t nonce) {
+  if (!haveCredentials_) {
+    return KJ_EXCEPTION(FAILED, "this daemon has no groups.node_credentials to authenticate to its peers with");
+  }
+  if (!to.tls && !to.hostPort.isLoopback()) {
+    return KJ_EXCEPTION(FAILED, kj::str("the plain-TCP member ", to.text.c_str(),
+                                        " is not on loopback: node traffic off loopback must use TLS "
+                                        "(write it as tls://",
+                                        to.hostPort.str().c_str(), ")"));
+  }
+  auto link = kj::heap<PeerLink>();
+  PeerLink& l = *link;
+  const bool tls = to.tls;
+  const std::string host = to.hostPort.host;
+  auto connected =
+      network_.parseAddress(to.hostPort.str())
+          .then([](kj::Own<kj::NetworkAddress> address) { return address->connect().attach(kj::mv(address)); })
+          .catch_([](kj::Exception&& e) -> kj::Promise<kj::Own<kj::AsyncIoStream>> {
+            return during("cannot connect", kj::mv(e));
+          });
+  return connected
+      .then([this, tls, host](kj::Own<kj::AsyncIoStream> stream) -> kj::Promise<kj::Own<kj::AsyncIoStream>> {
+        int one = 1;
+        try {
+          stream->setsockopt(IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        } catch (const kj::Exception&) {
+        }
+        if (!tls) return kj::mv(stream);
+        return tls_->context->wrapClient(kj::mv(stream), host).catch_([](kj::Exception&& e) {
+          return kj::Promise<kj::Own<kj::AsyncIoStream>>(during("TLS handshake failed", kj::mv(e)));
+        });
+      })
+      .then([this, &l](kj::Own<kj::AsyncIoStream> stream) {
+        l.stream = kj::mv(stream);
+        capnp::ReaderOptions reader;
+        reader.traversalLimitInWords = maxMessageBytes_ / sizeof(capnp::word);
+        l.network = kj::heap<NodeVatNetwork>(*l.stream, capnp::rpc::twoparty::Side::CLIENT, reader);
+        l.rpc = kj::heap<capnp::RpcSystem<capnp::rpc::twoparty::VatId>>(capnp::makeRpcClient(*l.network));
+        capnp::MallocMessageBuilder vatIdMessage(8);
+        auto vatId = vatIdMessage.initRoot<capnp::rpc::twoparty::VatId>();
+        vatId.setSide(capnp::rpc::twoparty::Side::SERVER);
+        auto daemon = l.rpc->bootstrap(vatId).castAs<proto::Daemon>();
+        if (token_.empty()) {
+          auto request = daemon.authenticateWithCertificateRequest();
+          return request.send().then([&l](auto response) { l.session = response.getSession(); });
+        }
+        auto request = daemon.authenticateRequest();
+        request.setToken(token_);
+        return request.send().then([&l](auto response) { l.session = response.getSession(); });
+      })
+      .catch_([](kj::Exception&& e) -> kj::Promise<void> {
+        // Errors already prefixed pass through; the rest are authentication's.
+        std::string text = e.getDescription().cStr();
+        if (text.starts_with("cannot connect") || text.starts_with("TLS handshake")) return kj::mv(e);
+        return during("authenticating", kj::mv(e));
+      })
+      .then([&l, group = std::move(group), members = std::move(members), rank, nonce]() {
+        auto request = l.session.groupConnectRequest();
+        request.setGroup(group);
+        auto list = request.initMembers(capnp::uint(members.size()));
+        for (size_t i = 0; i < members.size(); ++i) list.set(capnp::uint(i), members[i]);
+        request.setRank(rank);
+        request.setNonce(nonce);
+        return request.send()
+            .then([&l](auto response) {
+              l.peer = response.getPeer();
+              l.remoteNonce = response.getNonce();
+            })
+            .catch_([](kj::Exception&& e) -> kj::Promise<void> { return during("groupConnect", kj::mv(e)); });
+      })
+      .then([link = kj::mv(link)]() mutable { return kj::mv(link); });
+}
+
+}  // namespace tensord::server

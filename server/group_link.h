@@ -1,0 +1,85 @@
+#pragma once
+// Node-to-node links: how a daemon dials a fellow member of a group. A link
+// is an ordinary client connection to the member's listener (TLS for a
+// "tls://HOST:PORT" member), authenticated with the config's
+// groups.node_credentials like any other peer, whose Session then hands out
+// the member's GroupPeer capability (Session.groupConnect). So node traffic
+// carries the same TLS, identity and ACL as every other connection.
+//
+// Threads: the event-loop thread only. The NodeDialer must outlive its
+// links' promises; a PeerLink owns its socket, RPC system and capabilities.
+
+#include <capnp/rpc-twoparty.h>
+#include <kj/async-io.h>
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "protocol/tensord.capnp.h"
+#include "server/config.h"
+
+namespace tensord::server {
+
+// One member of a group as written in `members`.
+struct MemberAddress {
+  bool tls = false;
+  HostPort hostPort;
+  std::string text;  // as given: "127.0.0.1:7450", "tls://node2:7450"
+};
+
+// Parses "HOST:PORT" or "tls://HOST:PORT"; throws ConfigError naming `key`.
+MemberAddress parseMemberAddress(std::string_view text, std::string_view key);
+
+// Bytes a link may have in flight to a member before a sender waits for
+// acknowledgements. Cap'n Proto's default follows the socket's send buffer,
+// which starts at 16 KiB: with 1 MiB chunks every chunk would wait for the
+// previous one's answer (stop and wait).
+inline constexpr size_t kNodeStreamWindow = size_t(16) << 20;
+
+// The two-party network of a link, with kNodeStreamWindow as its stream window.
+class NodeVatNetwork final : public capnp::TwoPartyVatNetwork {
+ public:
+  using TwoPartyVatNetwork::TwoPartyVatNetwork;
+
+ private:
+  size_t getWindow() override { return kNodeStreamWindow; }
+};
+
+// An open link to one member. Declaration order is teardown order,
+// reversed: capabilities, then the RPC system, the network and the socket.
+struct PeerLink {
+  kj::Own<kj::AsyncIoStream> stream;
+  kj::Own<NodeVatNetwork> network;
+  kj::Own<capnp::RpcSystem<capnp::rpc::twoparty::VatId>> rpc;
+  proto::Session::Client session = nullptr;
+  proto::GroupPeer::Client peer = nullptr;
+  uint64_t remoteNonce = 0;  // the member's formation of the group
+};
+
+class NodeDialer {
+ public:
+  // Reads the credentials' PEM files; throws ConfigError naming the
+  // groups.node_credentials key at fault. Without credentials every dial
+  // fails with a message naming the missing key.
+  NodeDialer(const GroupsConfig& config, kj::Network& network, uint64_t maxMessageBytes);
+  ~NodeDialer();
+  NodeDialer(const NodeDialer&) = delete;
+  NodeDialer& operator=(const NodeDialer&) = delete;
+
+  // Connects to `to`, authenticates and asks for its GroupPeer as member
+  // `rank` of `group`. Rejects with a message saying which step failed.
+  kj::Promise<kj::Own<PeerLink>> dial(const MemberAddress& to, std::string group, std::vector<std::string> members,
+                                      uint32_t rank, uint64_t nonce);
+
+ private:
+  struct Tls;
+  kj::Network& network_;
+  std::string token_;
+  bool haveCredentials_ = false;
+  uint64_t maxMessageBytes_;
+  std::unique_ptr<Tls> tls_;
+};
+
+}  // namespace tensord::server
