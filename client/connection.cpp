@@ -9,6 +9,7 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -289,9 +290,33 @@ const OpInfo* Connection::opInfo(std::string_view op) {
   return it == opInfos_.end() ? nullptr : &it->second;
 }
 
+void Connection::forgetOps() {
+  prefetchedOps_.reset();
+  opInfos_.clear();
+  askedAgain_.clear();
+}
+
 void Connection::cacheOps(const std::vector<OpInfo>& ops) {
   opInfos_.clear();
   for (const auto& op : ops) opInfos_[op.name] = op;
+}
+
+namespace {
+thread_local const WaitCheckScope* gWaitCheck = nullptr;
+}  // namespace
+
+WaitCheckScope::WaitCheckScope(std::function<void()> check, std::chrono::milliseconds interval)
+    : check_(std::move(check)), interval_(std::max(interval, std::chrono::milliseconds(1))), previous_(gWaitCheck) {
+  gWaitCheck = this;
+}
+
+WaitCheckScope::~WaitCheckScope() { gWaitCheck = previous_; }
+
+const WaitCheckScope* WaitCheckScope::current() { return gWaitCheck; }
+
+bool Connection::waitSlice(kj::Promise<void> ready, std::chrono::milliseconds interval) {
+  auto timeout = io_->provider->getTimer().afterDelay(interval.count() * kj::MILLISECONDS).then([] { return false; });
+  return ready.then([] { return true; }).exclusiveJoin(kj::mv(timeout)).wait(io_->waitScope);
 }
 
 void Connection::addTask(kj::Promise<void> task) { tasks_.add(kj::mv(task)); }

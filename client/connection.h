@@ -10,6 +10,8 @@
 #include <capnp/rpc-twoparty.h>
 #include <kj/async-io.h>
 
+#include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -31,6 +33,33 @@ struct GradNode;
 // while any connection of the thread holds it.
 std::shared_ptr<kj::AsyncIoContext> threadIoContext();
 
+// While one exists, the calling thread's long waits on the daemon
+// (Connection::wait: downloads, Tensor info/wait/save, upload chunks,
+// loadFile/saveFile) wait in slices of `interval` and run `check` between
+// them. An exception `check` throws abandons the wait (the request is
+// cancelled, its answer dropped) and reaches the caller; the connection
+// stays usable. For an embedding that must notice signals while it waits
+// (the Python binding's Ctrl-C). Scopes nest; the innermost one applies.
+class WaitCheckScope {
+ public:
+  explicit WaitCheckScope(std::function<void()> check,
+                          std::chrono::milliseconds interval = std::chrono::milliseconds(50));
+  ~WaitCheckScope();
+  WaitCheckScope(const WaitCheckScope&) = delete;
+  WaitCheckScope& operator=(const WaitCheckScope&) = delete;
+
+  const std::function<void()>& check() const { return check_; }
+  std::chrono::milliseconds interval() const { return interval_; }
+
+  // The calling thread's innermost scope, or null.
+  static const WaitCheckScope* current();
+
+ private:
+  std::function<void()> check_;
+  std::chrono::milliseconds interval_;
+  const WaitCheckScope* previous_;
+};
+
 class Connection {
  public:
   // Connects to options.address (HOST:PORT, or tls://HOST:PORT with a TLS
@@ -44,6 +73,11 @@ class Connection {
   Connection& operator=(const Connection&) = delete;
 
   kj::WaitScope& waitScope() { return io_->waitScope; }
+
+  // promise.wait(waitScope()), in slices that run the thread's
+  // WaitCheckScope check when there is one.
+  template <typename P>
+  auto wait(P&& promise) -> decltype(promise.wait(std::declval<kj::WaitScope&>()));
   proto::Session::Client& session() { return session_; }
   const std::string& address() const { return address_; }
   const std::string& principal() const { return principal_; }
@@ -88,6 +122,9 @@ class Connection {
   // The op's entry in the cached op table (asked again once when the op is
   // not in it); nullptr for an op the daemon does not list.
   const OpInfo* opInfo(std::string_view op);
+  // Drops the cached op table (after this client registered or removed a
+  // kernel): the next ops() or opInfo() asks the daemon.
+  void forgetOps();
 
   // Calls with no outputs (optimizer steps, zero_) run on as tasks; the
   // first error among them is thrown by the next blocking request.
@@ -98,6 +135,8 @@ class Connection {
 
  private:
   std::vector<OpInfo> fetchOps();  // asks the daemon; refreshes the cache
+  // Waits until `ready` resolves (true) or `interval` passes (false).
+  bool waitSlice(kj::Promise<void> ready, std::chrono::milliseconds interval);
   void throwTaskError();
   void cacheOps(const std::vector<OpInfo>& ops);
 
@@ -125,6 +164,27 @@ class Connection {
   std::set<std::string, std::less<>> askedAgain_;
 };
 
+template <typename P>
+auto Connection::wait(P&& promise) -> decltype(promise.wait(std::declval<kj::WaitScope&>())) {
+  using T = decltype(promise.wait(std::declval<kj::WaitScope&>()));
+  const WaitCheckScope* scope = WaitCheckScope::current();
+  if (scope == nullptr) return promise.wait(waitScope());
+  // `done` is destroyed before `result` (declaration order), so an abandoned
+  // wait never writes into a dead result.
+  if constexpr (std::is_void_v<T>) {
+    kj::ForkedPromise<void> done = kj::Promise<void>(kj::fwd<P>(promise)).fork();
+    while (!waitSlice(done.addBranch(), scope->interval())) scope->check()();
+    done.addBranch().wait(waitScope());
+  } else {
+    std::optional<T> result;
+    kj::ForkedPromise<void> done =
+        kj::Promise<T>(kj::fwd<P>(promise)).then([&result](T&& value) { result.emplace(kj::mv(value)); }).fork();
+    while (!waitSlice(done.addBranch(), scope->interval())) scope->check()();
+    done.addBranch().wait(waitScope());  // throws the request's error
+    return kj::mv(*result);
+  }
+}
+
 // The response of the call that made one or more tensors (all outputs of one
 // call share it). Kept so that wait() can observe the call's completion and
 // its error; the pipelined capabilities stay valid either way.
@@ -150,6 +210,7 @@ struct Tensor::Impl {
   Tensor grad;
   std::shared_ptr<detail::GradNode> gradFn;
   size_t outputIndex = 0;
+  std::function<void(Tensor&)> gradReady;  // a leaf's hook (Tensor::setGradReadyHook)
 };
 
 struct Client::Impl {

@@ -6,25 +6,27 @@
 namespace tensord {
 namespace {
 
-// Receives the daemon's Progress.update calls.
+// Receives the daemon's Progress.update calls. The daemon may hold the
+// capability past the request (an abandoned wait, see WaitCheckScope), so the
+// callback lives in a slot the request empties when it returns.
 class ProgressServer final : public proto::Progress::Server {
  public:
-  explicit ProgressServer(Progress progress) : progress_(std::move(progress)) {}
+  explicit ProgressServer(std::shared_ptr<Progress> progress) : progress_(std::move(progress)) {}
 
  protected:
   kj::Promise<void> update(UpdateContext context) override {
     auto params = context.getParams();
-    progress_(params.getDone(), params.getTotal());
+    if (*progress_) (*progress_)(params.getDone(), params.getTotal());
     return kj::READY_NOW;
   }
 
  private:
-  Progress progress_;
+  std::shared_ptr<Progress> progress_;
 };
 
 template <typename Request>
-void setProgress(Request& request, const Progress& progress) {
-  if (progress) request.setProgress(kj::heap<ProgressServer>(progress));
+void setProgress(Request& request, const std::shared_ptr<Progress>& progress) {
+  if (*progress) request.setProgress(kj::heap<ProgressServer>(progress));
 }
 
 }  // namespace
@@ -37,8 +39,10 @@ FileTransfer Client::loadFile(std::string_view path, std::string_view prefix, bo
     request.setPath(std::string(path));
     request.setPrefix(std::string(prefix));
     request.setOverwrite(overwrite);
-    setProgress(request, progress);
-    auto response = request.send().wait(conn.waitScope());
+    auto slot = std::make_shared<Progress>(progress);
+    KJ_DEFER(*slot = nullptr);
+    setProgress(request, slot);
+    auto response = conn.wait(request.send());
     FileTransfer out;
     out.path = response.getPath().cStr();
     for (auto info : response.getTensors()) out.tensors.push_back(wire::fromWire(info));
@@ -57,8 +61,10 @@ FileTransfer Client::saveFile(std::string_view path, const std::vector<std::stri
     for (size_t i = 0; i < names.size(); ++i) list.set(capnp::uint(i), names[i]);
     request.setPrefix(std::string(prefix));
     request.setOverwrite(overwrite);
-    setProgress(request, progress);
-    auto response = request.send().wait(conn.waitScope());
+    auto slot = std::make_shared<Progress>(progress);
+    KJ_DEFER(*slot = nullptr);
+    setProgress(request, slot);
+    auto response = conn.wait(request.send());
     FileTransfer out;
     out.path = response.getPath().cStr();
     for (auto info : response.getTensors()) out.tensors.push_back(wire::fromWire(info));

@@ -30,7 +30,7 @@ Tensor::Impl& implOf(const Tensor& tensor, std::string_view what) {
 TensorInfo Tensor::info() const {
   auto& impl = detail::implOf(*this, "Tensor::info");
   return impl.conn->blocking([&] {
-    auto response = impl.cap.infoRequest().send().wait(impl.conn->waitScope());
+    auto response = impl.conn->wait(impl.cap.infoRequest().send());
     return wire::fromWire(response.getInfo());
   });
 }
@@ -55,9 +55,8 @@ std::vector<float> Tensor::toHost() const {
 void Tensor::wait() const {
   auto& impl = detail::implOf(*this, "Tensor::wait");
   impl.conn->blocking([&] {
-    auto& ws = impl.conn->waitScope();
-    if (impl.origin) impl.origin->done.addBranch().wait(ws);
-    impl.cap.whenResolved().wait(ws);
+    if (impl.origin) impl.conn->wait(impl.origin->done.addBranch());
+    impl.conn->wait(impl.cap.whenResolved());
   });
 }
 
@@ -67,7 +66,7 @@ void Tensor::save(std::string_view name, bool overwrite) const {
     auto request = impl.cap.saveRequest();
     request.setName(std::string(name));
     request.setOverwrite(overwrite);
-    request.send().wait(impl.conn->waitScope());
+    impl.conn->wait(request.send());
   });
 }
 

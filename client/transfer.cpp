@@ -72,7 +72,6 @@ Tensor upload(const std::shared_ptr<Connection>& conn, DType dtype, const Shape&
                                           " bytes; got " + std::to_string(data.size()));
   }
   return conn->blocking([&] {
-    auto& ws = conn->waitScope();
     auto request = conn->session().uploadRequest();
     auto desc = request.initDesc();
     desc.setDtype(wire::toWire(dtype));
@@ -87,7 +86,7 @@ Tensor upload(const std::shared_ptr<Connection>& conn, DType dtype, const Shape&
       auto write = writer.writeRequest(capnp::MessageSize{length / sizeof(capnp::word) + 16, 0});
       write.setData(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(data.data() + offset), length));
       // Resolves when the flow controller wants more, not when the daemon has the chunk.
-      write.send().wait(ws);
+      conn->wait(write.send());
       if (progress) progress(offset + length, data.size());
     }
 
@@ -104,9 +103,11 @@ Tensor upload(const std::shared_ptr<Connection>& conn, DType dtype, const Shape&
 std::pair<TensorInfo, std::vector<std::byte>> download(Tensor::Impl& impl, const Progress& progress) {
   auto& conn = *impl.conn;
   return conn.blocking([&] {
-    auto& ws = conn.waitScope();
     auto state = std::make_shared<DownloadState>();
     state->progress = progress;
+    // The sink may outlive an abandoned download (WaitCheckScope): it must not
+    // call the caller's progress once this returns.
+    KJ_DEFER(state->progress = nullptr);
 
     // Both requests leave together; the info answer normally arrives before
     // the first chunk, so the buffer is allocated once at its final size.
@@ -117,7 +118,7 @@ std::pair<TensorInfo, std::vector<std::byte>> download(Tensor::Impl& impl, const
     request.setLength(0);
     auto transfer = request.send();
 
-    TensorInfo info = wire::fromWire(infoCall.wait(ws).getInfo());
+    TensorInfo info = wire::fromWire(conn.wait(kj::mv(infoCall)).getInfo());
     if (state->data.size() > info.bytes) {
       throw Error(Error::Kind::kFailed, "download: received " + std::to_string(state->data.size()) +
                                             " bytes; the tensor has " + std::to_string(info.bytes));
@@ -127,7 +128,7 @@ std::pair<TensorInfo, std::vector<std::byte>> download(Tensor::Impl& impl, const
     state->known = true;
     if (progress) progress(state->data.size(), info.bytes);
 
-    transfer.wait(ws);
+    conn.wait(kj::mv(transfer));
     if (!state->done || state->data.size() != info.bytes) {
       throw Error(Error::Kind::kFailed, "download: received " + std::to_string(state->data.size()) + " of " +
                                             std::to_string(info.bytes) + " bytes" +

@@ -9,14 +9,17 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -193,9 +196,11 @@ tensord::Attrs attrsOf(const std::vector<std::pair<std::string, py::object>>& at
 }
 
 // Relays the client library's transfer progress to an optional Python
-// callable, and lets Ctrl-C abort a long transfer: the callback checks for a
-// pending signal and throws, which ends the transfer; the KeyboardInterrupt
-// (or whatever the callable raised) is re-raised once the transfer unwound.
+// callable, and lets Ctrl-C abort a long transfer or wait: the progress
+// callback, and a check the client library runs between slices of every long
+// wait (detail::WaitCheckScope), look for a pending signal and throw, which
+// ends the transfer or abandons the wait; the KeyboardInterrupt (or whatever
+// the callable raised) is re-raised once the C++ code unwound.
 class ProgressRelay {
  public:
   explicit ProgressRelay(py::object callback) : callback_(std::move(callback)) {}
@@ -212,6 +217,19 @@ class ProgressRelay {
         if (callback_ && !callback_.is_none()) callback_(done, total);
       } catch (py::error_already_set& e) {
         error_.emplace(std::move(e));
+        throw Aborted();
+      }
+    };
+  }
+
+  // The WaitCheckScope check: run with the GIL released, between slices of a
+  // wait on the daemon (a computation still running, a file being read).
+  std::function<void()> signalCheck() {
+    return [this] {
+      py::gil_scoped_acquire gil;
+      if (error_) throw Aborted();
+      if (PyErr_CheckSignals() != 0) {
+        error_.emplace();  // fetches the pending KeyboardInterrupt
         throw Aborted();
       }
     };
@@ -235,16 +253,40 @@ class ProgressRelay {
   std::optional<py::error_already_set> error_;
 };
 
-// Runs `body` (a transfer) with the GIL released, raising what aborted it.
+// How often a wait looks for Ctrl-C.
+constexpr std::chrono::milliseconds kSignalCheckInterval{50};
+
+// Runs `body` (a transfer, or any long wait) with the GIL released and
+// Ctrl-C watched, raising what aborted it.
 template <typename F>
 auto transfer(ProgressRelay& relay, F&& body) -> decltype(body()) {
-  try {
-    py::gil_scoped_release nogil;
-    return body();
-  } catch (...) {
+  auto run = [&] {
+    try {
+      py::gil_scoped_release nogil;
+      tensord::detail::WaitCheckScope watch(relay.signalCheck(), kSignalCheckInterval);
+      return body();
+    } catch (...) {
+      relay.raiseIfAborted();
+      throw;
+    }
+  };
+  // A Ctrl-C the callback took in just as the request finished is raised
+  // all the same (Python's handler has consumed the signal).
+  if constexpr (std::is_void_v<decltype(body())>) {
+    run();
     relay.raiseIfAborted();
-    throw;
+  } else {
+    auto result = run();
+    relay.raiseIfAborted();
+    return result;
   }
+}
+
+// transfer() without a progress callable: a wait Ctrl-C can interrupt.
+template <typename F>
+auto interruptible(F&& body) -> decltype(body()) {
+  ProgressRelay relay{py::none()};
+  return transfer(relay, std::forward<F>(body));
 }
 
 // A downloaded tensor: its info and its bytes as a flat uint8 array that owns
@@ -261,6 +303,27 @@ py::tuple download(PyTensor& self, py::object progress) {
   py::array_t<uint8_t> array({py::ssize_t(bytes->size())}, {py::ssize_t(1)},
                              reinterpret_cast<const uint8_t*>(bytes->data()), owner);
   return py::make_tuple(std::move(result.first), std::move(array));
+}
+
+// Makes `self`'s handle refer to `other`'s daemon tensor: every copy of the
+// handle (the Python object, an optimizer's parameter list) sees the new
+// contents, while `self` keeps its autograd role (a leaf stays a leaf, its
+// requires_grad and grad kept). Item assignment uses it for a leaf that
+// requires grad, under no_grad only (as PyTorch's in-place writes on
+// parameters); a call recorded on the leaf before then sees the new contents
+// at backward(), where PyTorch would refuse.
+void replaceContents(PyTensor& self, PyTensor& other) {
+  tensord::Tensor& target = self.use("Tensor.__setitem__");
+  tensord::Tensor source = unwrapAll(*self.session(), {&other}, "Tensor.__setitem__").front();
+  const auto& to = tensord::Client::Impl::unwrap(target);
+  const auto& from = tensord::Client::Impl::unwrap(source);
+  if (!to || !from) throw py::value_error("Tensor.__setitem__: a null tensor handle");
+  if (to->gradFn) {
+    throw py::value_error("Tensor.__setitem__: the tensor is the result of a recorded call, not a leaf; its "
+                          "contents cannot be replaced in place");
+  }
+  to->cap = from->cap;
+  to->origin = from->origin;
 }
 
 // tensorctl's resolution of the address, token and TLS files: the keyword
@@ -319,12 +382,25 @@ class PyClient {
     return session_->client();
   }
 
-  // Runs `body(client)` with the GIL released.
+  // Runs `body(client)` with the GIL released and Ctrl-C watched.
   template <typename F>
   auto blocking(const char* what, F&& body) {
     tensord::Client& client = use(what);
-    py::gil_scoped_release nogil;
-    return body(client);
+    return interruptible([&] { return body(client); });
+  }
+
+  // Client::loadFile / saveFile with progress (bytes) to an optional callable.
+  tensord::FileTransfer loadFile(const std::string& path, const std::string& prefix, bool overwrite,
+                                 py::object progress) {
+    tensord::Client& client = use("Client.load_file");
+    ProgressRelay relay(std::move(progress));
+    return transfer(relay, [&] { return client.loadFile(path, prefix, overwrite, relay.progress()); });
+  }
+  tensord::FileTransfer saveFile(const std::string& path, const std::vector<std::string>& names,
+                                 const std::string& prefix, bool overwrite, py::object progress) {
+    tensord::Client& client = use("Client.save_file");
+    ProgressRelay relay(std::move(progress));
+    return transfer(relay, [&] { return client.saveFile(path, names, prefix, overwrite, relay.progress()); });
   }
 
   std::unique_ptr<PyTensor> upload(const std::string& dtypeName, const tensord::Shape& shape, py::buffer data,
@@ -432,6 +508,121 @@ class NoGradScope {
   std::optional<tensord::NoGrad> scope_;
 };
 
+// Plain-data views of the library's structs (as_dict()), and short reprs.
+std::string pyRepr(const py::object& value) { return py::repr(value).cast<std::string>(); }
+
+py::dict tensorInfoDict(const tensord::TensorInfo& i) {
+  py::dict d;
+  d["id"] = i.id;
+  d["name"] = i.name;
+  d["owner"] = i.owner;
+  d["dtype"] = dtypeNameOf(i.dtype);
+  d["shape"] = py::tuple(py::cast(i.shape));
+  d["bytes"] = i.bytes;
+  return d;
+}
+
+py::dict deviceDict(const tensord::DeviceInfo& i) {
+  py::dict d;
+  d["name"] = i.name;
+  d["kind"] = i.kind;
+  d["driver"] = i.driver;
+  d["api_version"] = i.apiVersion;
+  d["vendor_id"] = i.vendorId;
+  d["device_id"] = i.deviceId;
+  d["memory_bytes"] = i.memoryBytes;
+  py::list dtypes;
+  for (auto t : i.dtypes) dtypes.append(dtypeNameOf(t));
+  d["dtypes"] = dtypes;
+  return d;
+}
+
+py::dict memoryDict(const tensord::MemoryStats& m) {
+  py::dict d;
+  d["live_bytes"] = m.liveBytes;
+  d["reserved_bytes"] = m.reservedBytes;
+  d["cached_bytes"] = m.cachedBytes;
+  d["limit_bytes"] = m.limitBytes;
+  d["tensor_count"] = m.tensorCount;
+  d["named_count"] = m.namedCount;
+  return d;
+}
+
+py::dict opStatsDict(const tensord::OpStats& o) {
+  py::dict d;
+  d["op"] = o.op;
+  d["completed"] = o.completed;
+  d["failed"] = o.failed;
+  d["latency_p50"] = o.latencyP50;
+  d["latency_p90"] = o.latencyP90;
+  d["latency_p99"] = o.latencyP99;
+  d["latency_max"] = o.latencyMax;
+  d["device_seconds"] = o.deviceSeconds;
+  d["device_p50"] = o.deviceP50;
+  d["device_p99"] = o.deviceP99;
+  return d;
+}
+
+py::dict principalStatsDict(const tensord::PrincipalStats& p) {
+  py::dict d;
+  d["principal"] = p.principal;
+  d["device_bytes"] = p.deviceBytes;
+  d["tensors"] = p.tensors;
+  d["sessions"] = p.sessions;
+  d["calls"] = p.calls;
+  d["ops"] = p.ops;
+  d["bytes_in"] = p.bytesIn;
+  d["bytes_out"] = p.bytesOut;
+  return d;
+}
+
+py::dict daemonStatsDict(const tensord::DaemonStats& s) {
+  py::dict d;
+  d["version"] = s.version;
+  d["uptime_seconds"] = s.uptimeSeconds;
+  d["device"] = deviceDict(s.device);
+  d["memory"] = memoryDict(s.memory);
+  d["connections"] = s.connections;
+  d["connections_accepted"] = s.connectionsAccepted;
+  d["sessions"] = s.sessions;
+  d["inflight_calls"] = s.inflightCalls;
+  d["queued_jobs"] = s.queuedJobs;
+  d["bytes_in"] = s.bytesIn;
+  d["bytes_out"] = s.bytesOut;
+  d["ops_executed"] = s.opsExecuted;
+  d["device_timestamps"] = s.deviceTimestamps;
+  d["metrics_address"] = s.metricsAddress;
+  py::list principals, ops;
+  for (const auto& p : s.principals) principals.append(principalStatsDict(p));
+  for (const auto& o : s.ops) ops.append(opStatsDict(o));
+  d["principals"] = principals;
+  d["ops"] = ops;
+  return d;
+}
+
+py::dict fileTransferDict(const tensord::FileTransfer& f) {
+  py::dict d;
+  d["path"] = f.path;
+  py::list tensors;
+  for (const auto& t : f.tensors) tensors.append(tensorInfoDict(t));
+  d["tensors"] = tensors;
+  d["bytes"] = f.bytes;
+  return d;
+}
+
+// "Name(key=value, ...)" over the scalar entries of `fields` (nested dicts
+// and lists are summarized by the caller).
+std::string reprOf(const char* name, const py::dict& fields) {
+  std::string out = std::string(name) + "(";
+  bool first = true;
+  for (auto [key, value] : fields) {
+    if (py::isinstance<py::dict>(value) || py::isinstance<py::list>(value)) continue;
+    out += (first ? "" : ", ") + key.cast<std::string>() + "=" + pyRepr(py::reinterpret_borrow<py::object>(value));
+    first = false;
+  }
+  return out;
+}
+
 PyObject* newException(py::module_& m, const char* name, PyObject* base, const char* doc) {
   std::string qualified = std::string("tensord.") + name;
   PyObject* type = PyErr_NewExceptionWithDoc(qualified.c_str(), doc, base, nullptr);
@@ -489,6 +680,7 @@ PYBIND11_MODULE(_core, m) {
   });
 
   py::class_<tensord::TensorInfo>(m, "TensorInfo")
+      .def("as_dict", &tensorInfoDict)
       .def_readonly("id", &tensord::TensorInfo::id)
       .def_readonly("name", &tensord::TensorInfo::name)
       .def_readonly("owner", &tensord::TensorInfo::owner)
@@ -506,6 +698,11 @@ PYBIND11_MODULE(_core, m) {
       .def_readonly("next", &tensord::TensorPage::next);
 
   py::class_<tensord::DeviceInfo>(m, "DeviceInfo")
+      .def("as_dict", &deviceDict)
+      .def("__repr__", [](const tensord::DeviceInfo& i) {
+        py::dict d = deviceDict(i);
+        return reprOf("DeviceInfo", d) + ", dtypes=" + pyRepr(d["dtypes"]) + ")";
+      })
       .def_readonly("name", &tensord::DeviceInfo::name)
       .def_readonly("kind", &tensord::DeviceInfo::kind)
       .def_readonly("driver", &tensord::DeviceInfo::driver)
@@ -519,6 +716,8 @@ PYBIND11_MODULE(_core, m) {
         return out;
       });
   py::class_<tensord::MemoryStats>(m, "MemoryStats")
+      .def("as_dict", &memoryDict)
+      .def("__repr__", [](const tensord::MemoryStats& s) { return reprOf("MemoryStats", memoryDict(s)) + ")"; })
       .def_readonly("live_bytes", &tensord::MemoryStats::liveBytes)
       .def_readonly("reserved_bytes", &tensord::MemoryStats::reservedBytes)
       .def_readonly("cached_bytes", &tensord::MemoryStats::cachedBytes)
@@ -532,7 +731,88 @@ PYBIND11_MODULE(_core, m) {
       .def_readonly("memory", &tensord::DaemonInfo::memory)
       .def_readonly("ops_executed", &tensord::DaemonInfo::opsExecuted)
       .def_readonly("max_tensor_bytes", &tensord::DaemonInfo::maxTensorBytes)
-      .def_readonly("chunk_bytes", &tensord::DaemonInfo::chunkBytes);
+      .def_readonly("chunk_bytes", &tensord::DaemonInfo::chunkBytes)
+      .def("__repr__", [](const tensord::DaemonInfo& i) {
+        return "DaemonInfo(version=" + pyRepr(py::str(i.version)) + ", protocol_version=" +
+               std::to_string(i.protocolVersion) + ", device=" + pyRepr(py::str(i.device.name)) +
+               ", ops_executed=" + std::to_string(i.opsExecuted) + ")";
+      });
+
+  py::class_<tensord::OpStats>(m, "OpStats", "One op's counts and latencies since the daemon started (seconds).")
+      .def_readonly("op", &tensord::OpStats::op)
+      .def_readonly("completed", &tensord::OpStats::completed)
+      .def_readonly("failed", &tensord::OpStats::failed)
+      .def_readonly("latency_p50", &tensord::OpStats::latencyP50)
+      .def_readonly("latency_p90", &tensord::OpStats::latencyP90)
+      .def_readonly("latency_p99", &tensord::OpStats::latencyP99)
+      .def_readonly("latency_max", &tensord::OpStats::latencyMax)
+      .def_readonly("device_seconds", &tensord::OpStats::deviceSeconds)
+      .def_readonly("device_p50", &tensord::OpStats::deviceP50)
+      .def_readonly("device_p99", &tensord::OpStats::deviceP99)
+      .def("as_dict", &opStatsDict)
+      .def("__repr__", [](const tensord::OpStats& o) { return reprOf("OpStats", opStatsDict(o)) + ")"; });
+  py::class_<tensord::PrincipalStats>(m, "PrincipalStats", "One principal's use of the daemon.")
+      .def_readonly("principal", &tensord::PrincipalStats::principal)
+      .def_readonly("device_bytes", &tensord::PrincipalStats::deviceBytes)
+      .def_readonly("tensors", &tensord::PrincipalStats::tensors)
+      .def_readonly("sessions", &tensord::PrincipalStats::sessions)
+      .def_readonly("calls", &tensord::PrincipalStats::calls)
+      .def_readonly("ops", &tensord::PrincipalStats::ops)
+      .def_readonly("bytes_in", &tensord::PrincipalStats::bytesIn)
+      .def_readonly("bytes_out", &tensord::PrincipalStats::bytesOut)
+      .def("as_dict", &principalStatsDict)
+      .def("__repr__",
+           [](const tensord::PrincipalStats& p) { return reprOf("PrincipalStats", principalStatsDict(p)) + ")"; });
+  py::class_<tensord::DaemonStats>(m, "DaemonStats",
+                                   "The daemon's load since it started: device, memory, connections, queue, bytes "
+                                   "moved, per principal (principals) and per op (ops). as_dict() gives it as plain "
+                                   "dicts and lists.")
+      .def_readonly("version", &tensord::DaemonStats::version)
+      .def_readonly("uptime_seconds", &tensord::DaemonStats::uptimeSeconds)
+      .def_readonly("device", &tensord::DaemonStats::device)
+      .def_readonly("memory", &tensord::DaemonStats::memory)
+      .def_readonly("connections", &tensord::DaemonStats::connections)
+      .def_readonly("connections_accepted", &tensord::DaemonStats::connectionsAccepted)
+      .def_readonly("sessions", &tensord::DaemonStats::sessions)
+      .def_readonly("inflight_calls", &tensord::DaemonStats::inflightCalls)
+      .def_readonly("queued_jobs", &tensord::DaemonStats::queuedJobs)
+      .def_readonly("bytes_in", &tensord::DaemonStats::bytesIn)
+      .def_readonly("bytes_out", &tensord::DaemonStats::bytesOut)
+      .def_readonly("ops_executed", &tensord::DaemonStats::opsExecuted)
+      .def_readonly("device_timestamps", &tensord::DaemonStats::deviceTimestamps)
+      .def_readonly("metrics_address", &tensord::DaemonStats::metricsAddress)
+      .def_readonly("principals", &tensord::DaemonStats::principals)
+      .def_readonly("ops", &tensord::DaemonStats::ops)
+      .def("op", [](const tensord::DaemonStats& s, const std::string& name) -> py::object {
+        for (const auto& o : s.ops) {
+          if (o.op == name) return py::cast(o);
+        }
+        return py::none();
+      }, py::arg("name"), "The OpStats of op `name`, or None when the daemon has not run it.")
+      .def("as_dict", &daemonStatsDict)
+      .def("__repr__", [](const tensord::DaemonStats& s) {
+        return reprOf("DaemonStats", daemonStatsDict(s)) + ", device=" + pyRepr(py::str(s.device.name)) +
+               ", principals=" + std::to_string(s.principals.size()) + ", ops=" + std::to_string(s.ops.size()) + ")";
+      });
+  py::class_<tensord::FileTransfer>(m, "FileTransfer",
+                                    "A safetensors file on the daemon's disk and the tensors moved: path (as the "
+                                    "daemon resolved it), tensors (TensorInfo, by daemon name), bytes (load: tensor "
+                                    "bytes read; save: the file's size).")
+      .def_readonly("path", &tensord::FileTransfer::path)
+      .def_readonly("tensors", &tensord::FileTransfer::tensors)
+      .def_readonly("bytes", &tensord::FileTransfer::bytes)
+      .def_property_readonly("names", [](const tensord::FileTransfer& f) {
+        std::vector<std::string> out;
+        for (const auto& t : f.tensors) out.push_back(t.name);
+        return out;
+      })
+      .def("as_dict", &fileTransferDict)
+      .def("__repr__", [](const tensord::FileTransfer& f) {
+        std::string names;
+        for (const auto& t : f.tensors) names += (names.empty() ? "" : ", ") + pyRepr(py::str(t.name));
+        return "FileTransfer(path=" + pyRepr(py::str(f.path)) + ", tensors=[" + names +
+               "], bytes=" + std::to_string(f.bytes) + ")";
+      });
   py::class_<tensord::QuotaUse>(m, "QuotaUse")
       .def_readonly("name", &tensord::QuotaUse::name)
       .def_readonly("limit", &tensord::QuotaUse::limit)
@@ -578,20 +858,22 @@ PYBIND11_MODULE(_core, m) {
   py::class_<PyTensor>(m, "Tensor")
       .def("info", [](PyTensor& t) {
         tensord::Tensor& h = t.use("Tensor.info");
-        py::gil_scoped_release nogil;
-        return h.info();
+        return interruptible([&] { return h.info(); });
       })
       .def("download", &download, py::arg("progress") = py::none())
       .def("wait", [](PyTensor& t) {
         tensord::Tensor& h = t.use("Tensor.wait");
-        py::gil_scoped_release nogil;
-        h.wait();
+        interruptible([&] { h.wait(); });
       })
       .def("save", [](PyTensor& t, const std::string& name, bool overwrite) {
         tensord::Tensor& h = t.use("Tensor.save");
-        py::gil_scoped_release nogil;
-        h.save(name, overwrite);
+        interruptible([&] { h.save(name, overwrite); });
       }, py::arg("name"), py::arg("overwrite") = false)
+      .def("replace_contents", &replaceContents, py::arg("other"))
+      .def_property_readonly("is_leaf", [](PyTensor& t) {
+        const auto& impl = tensord::Client::Impl::unwrap(t.use("Tensor.is_leaf"));
+        return impl == nullptr || impl->gradFn == nullptr;
+      })
       .def_property("requires_grad", [](PyTensor& t) { return t.use("Tensor.requires_grad").requiresGrad(); },
                     [](PyTensor& t, bool on) { t.use("Tensor.requires_grad").setRequiresGrad(on); })
       .def_property("grad",
@@ -629,6 +911,13 @@ PYBIND11_MODULE(_core, m) {
       })
       .def("ops", [](PyClient& c) { return c.blocking("Client.ops", [](tensord::Client& x) { return x.ops(); }); })
       .def("stats", [](PyClient& c) { return c.use("Client.stats").stats(); })
+      .def("daemon_stats", [](PyClient& c) {
+        return c.blocking("Client.daemon_stats", [](tensord::Client& x) { return x.daemonStats(); });
+      })
+      .def("load_file", &PyClient::loadFile, py::arg("path"), py::arg("prefix") = "", py::arg("overwrite") = false,
+           py::arg("progress") = py::none())
+      .def("save_file", &PyClient::saveFile, py::arg("path"), py::arg("names") = std::vector<std::string>{},
+           py::arg("prefix") = "", py::arg("overwrite") = false, py::arg("progress") = py::none())
       .def("upload", &PyClient::upload, py::arg("dtype"), py::arg("shape"), py::arg("data"),
            py::arg("progress") = py::none())
       .def("call", &PyClient::call, py::arg("op"), py::arg("inputs"), py::arg("attrs"), py::arg("count") = -1)

@@ -11,7 +11,9 @@ Tensor method, generated from the daemon's op table at connect(). Autograd:
 requires_grad=True, loss.backward(), x.grad, tensord.no_grad(); training:
 tensord.nn (Module, Linear, Conv2d, LayerNorm, Embedding) and tensord.optim
 (SGD, Adam, AdamW). Errors: tensord.Error and its subclasses Refused,
-Overloaded, Disconnected, Unimplemented, ThreadError.
+Overloaded, Disconnected, Unimplemented, ThreadError. Named tensors:
+c.save/restore/ls/rm; safetensors files on the daemon's disk:
+c.load_file/save_file; the daemon's load: c.daemon_stats().
 
 A Client and its tensors belong to the thread that created the Client.
 """

@@ -184,6 +184,49 @@ class Client:
         for name in names:
             self._c.remove(name)
 
+    # ------------------------------------------------------------ files on the daemon's disk
+    def load_file(self, path, prefix="", overwrite=False):
+        """Has the daemon read safetensors file `path` from its own disk into
+        named tensors: tensor T of the file becomes `prefix` + T. `path` must
+        lie in a directory the daemon's config lists under files.dirs (a
+        relative path: in the first). All or nothing: a bad file or a
+        missing right loads nothing; an existing name is replaced only with
+        `overwrite`. Needs the &files:load right. Returns a FileTransfer
+        (path as resolved, tensors as TensorInfo, bytes); restore() opens the
+        tensors:
+
+            r = c.load_file("model.safetensors", prefix="m/")
+            weights = {t.name: c.restore(t.name) for t in r.tensors}
+
+        Large files show a tqdm bar (bytes on the device); Ctrl-C stops
+        waiting (KeyboardInterrupt) while the daemon finishes or drops the
+        load on its own."""
+        with transfer_bar("load") as bar:
+            return self._c.load_file(str(path), prefix, overwrite, bar)
+
+    def save_file(self, path, names=None, prefix="", overwrite=False):
+        """Has the daemon write named tensors to safetensors file `path` on
+        its own disk (files.dirs as for load_file): the tensors `prefix` +
+        NAME for each NAME of `names` (a name or a list), or with no names
+        every tensor the caller may read whose name starts with `prefix`; in
+        the file each is named without the prefix, so save_file and
+        load_file with one prefix are inverses. The file appears whole or
+        not at all; an existing one is replaced only with `overwrite`. Needs
+        the &files:save right. Returns a FileTransfer (bytes: the file's
+        size)."""
+        if names is None:
+            names = []
+        elif isinstance(names, str):
+            names = [names]
+        else:
+            names = list(names)
+            for name in names:
+                if not isinstance(name, str):
+                    raise TypeError(f"save_file(): names must be tensor names (str); got {type(name).__name__} "
+                                    "(save a Tensor under a name first: x.save(name))")
+        with transfer_bar("save") as bar:
+            return self._c.save_file(str(path), names, prefix, overwrite, bar)
+
     # ------------------------------------------------------------ the daemon
     def info(self):
         """The daemon's version, device, memory and counters."""
@@ -204,6 +247,16 @@ class Client:
     def stats(self):
         """What this client did: calls (requests sent) and round_trips (requests waited for)."""
         return self._c.stats()
+
+    def daemon_stats(self):
+        """The daemon's load since it started (tensorctl stat): version,
+        uptime_seconds, device, memory, connections, sessions, inflight_calls,
+        queued_jobs, bytes_in/bytes_out, ops_executed, per principal
+        (principals: PrincipalStats) and per op (ops: OpStats with counts and
+        latency percentiles in seconds; .op(name) finds one). as_dict() gives
+        plain dicts and lists. Shows every principal, so it needs the
+        &admin:usage right (tensord.Refused otherwise)."""
+        return self._c.daemon_stats()
 
 
 def connect(address=None, token=None, *, ca=None, cert=None, key=None):

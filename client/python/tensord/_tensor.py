@@ -22,14 +22,31 @@ def _is_int(value):
     return isinstance(value, (numbers.Integral, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
+def _check_advanced(key):
+    """Refuses keys where tensord's indexing (one index tensor, applied to
+    its dim) would differ from NumPy's and PyTorch's advanced indexing:
+    several index tensors (paired pointwise there), or ints and an index
+    tensor apart from each other (their dims go to the front there)."""
+    at = [i for i, k in enumerate(key) if isinstance(k, Tensor)]
+    if len(at) > 1:
+        raise IndexError("tensord indexes with one index tensor (or list/array) per key; got "
+                         f"{len(at)} (NumPy and PyTorch would pair them pointwise): index in two steps")
+    if at:
+        advanced = [i for i, k in enumerate(key) if i == at[0] or _is_int(k)]
+        if advanced[-1] - advanced[0] + 1 != len(advanced):
+            raise IndexError("an index tensor and ints apart from each other in one key (NumPy and PyTorch move "
+                             "the indexed dim to the front then): index in two steps")
+
+
 class Tensor:
     """A tensor held by a tensord daemon, as a handle.
 
     Made by a Client (c.tensor, c.from_numpy, c.restore) or by ops on other
     tensors. Every op of the daemon is a method (x.relu(), x.sum(dim=1)) and
-    a function in tensord.ops; operators (+ - * / @ ** comparisons, unary -)
-    and indexing (x[0], x[1:3], x[..., None], x[index_tensor], x[bool_mask])
-    are ops too. Calls are pipelined: they return at once, and an error in
+    a function in tensord.ops; operators (+ - * / @ ** comparisons, unary -),
+    indexing (x[0], x[1:3], x[..., None], x[index_tensor], x[bool_mask])
+    and item assignment (x[1:3] = 0, x[mask] = t; see __setitem__) are ops
+    too. Calls are pipelined: they return at once, and an error in
     one (a bad shape) is raised by the first call that waits: numpy(),
     item(), wait(), or the properties shape and dtype.
 
@@ -162,6 +179,12 @@ class Tensor:
     @requires_grad.setter
     def requires_grad(self, on):
         self._h.requires_grad = bool(on)
+
+    @property
+    def is_leaf(self):
+        """False for the result of a call recorded for autograd, else True
+        (as torch.Tensor.is_leaf)."""
+        return self._h.is_leaf
 
     def requires_grad_(self, on=True):
         """Marks this tensor (a leaf: no recorded call made it) as needing a
@@ -385,11 +408,14 @@ class Tensor:
         if sum(k is Ellipsis for k in key) > 1:
             raise IndexError("an index can only have a single ellipsis ('...')")
         key = tuple(self._index_operand(k) for k in key)
+        _check_advanced(key)
         masks = [k for k in key if isinstance(k, Tensor) and k.dtype is _dtypes.bool_]
         if masks:
             if len(key) != 1:
                 raise IndexError("a bool mask index must be the only index (x[mask])")
-            return self._op("masked_select", masks[0])
+            mask, rest = self._full_mask(masks[0])
+            out = self._op("masked_select", mask)
+            return out._op("reshape", shape=[-1, *rest]) if rest else out
         if Ellipsis in key:
             at = key.index(Ellipsis)
             front, back = key[:at], key[at + 1:]
@@ -402,6 +428,172 @@ class Tensor:
         for item in reversed(back):
             x, dim = x._index_one(item, dim, -1)
         return x
+
+    def _full_mask(self, mask):
+        """(mask broadcast over this tensor's trailing dims, those dims) for
+        a bool mask of this tensor's leading dims, as PyTorch's x[mask]."""
+        shape, mask_shape = self.shape, mask.shape
+        if len(mask_shape) > len(shape) or tuple(shape[:len(mask_shape)]) != tuple(mask_shape):
+            raise IndexError(f"the shape of the mask {list(mask_shape)} does not match the leading dims of the "
+                             f"indexed tensor's shape {list(shape)}")
+        rest = tuple(shape[len(mask_shape):])
+        if rest:
+            mask = mask._op("reshape", shape=[*mask_shape, *([1] * len(rest))])
+        return mask, rest
+
+    # ------------------------------------------------------------ item assignment
+    def __setitem__(self, key, value):
+        """x[key] = value, as PyTorch's: key as in x[key] (ints, slices with a
+        positive step, None, ..., a 1-D integer index Tensor/list/array per
+        dim, or a bool mask of the leading dims alone); value a number, a
+        Tensor or an array, broadcast to x[key]'s shape and converted to x's
+        dtype.
+
+        The daemon's index ops (index_put, masked_fill) are out of place, so
+        the assignment computes the updated tensor and rebinds this Tensor
+        object's handle to it: x (and every Python reference to this object)
+        then shows the new contents, pipelined like any call, while other
+        handles to the old daemon tensor (from x.detach(), or a named tensor
+        x was saved as) keep the old values. Autograd: the write is a
+        recorded index_put/masked_fill, so gradients flow to the kept part of
+        x and to a value that requires grad. A leaf that requires grad cannot
+        be written outside tensord.no_grad() (RuntimeError, as PyTorch);
+        under no_grad it is written in place of its handle, so its optimizer
+        and module see the new values and it stays a leaf with its grad.
+
+        Cost: a key on dim 0 alone (x[i], x[a:b], x[index]) or a bool mask
+        with a single value is one op; other keys build a flat i64 index of
+        x's size on the daemon first."""
+        new = self._assigned(key, value)
+        if new is self:
+            return
+        if self._h.requires_grad and self._h.is_leaf:
+            from . import _core  # (a cycle at import time otherwise)
+
+            if _core.grad_enabled():
+                raise RuntimeError("a leaf tensor that requires grad cannot be written in place (x[...] = v) while "
+                                   "autograd records; do it inside tensord.no_grad(), or write x.detach() instead")
+            self._h.replace_contents(new._h)
+        else:
+            self._h = new._h
+
+    def _value_for(self, value, dtype):
+        """`value` (number, Tensor, array or list) as a Tensor of `dtype`, or a
+        number kept as is."""
+        if isinstance(value, Tensor):
+            if value._client is not self._client:
+                raise ValueError("x[key] = value: value belongs to another tensord Client")
+            # (a dtype not known yet is converted rather than waited for)
+            return value if value._meta is not None and value._meta[0] is dtype else value.to(dtype)
+        if _is_number(value):
+            return value.item() if isinstance(value, np.generic) else value
+        if isinstance(value, (np.ndarray, list, tuple)):
+            return self._client.tensor(value, dtype=dtype)
+        raise TypeError(f"x[key] = value: value must be a number, a tensord.Tensor or an array; "
+                        f"got {type(value).__name__}")
+
+    def _value_tensor(self, value, dtype):
+        """_value_for's result as a Tensor (a number becomes a 0-d tensor)."""
+        if isinstance(value, Tensor):
+            return value
+        if isinstance(value, bool) and dtype is not _dtypes.bool_:
+            value = int(value)
+        return self._client._opset.functions["full"](size=[], fill_value=value, dtype=dtype.name,
+                                                   client=self._client)
+
+    def _assigned(self, key, value):
+        """The tensor x[key] = value makes (self when it changes nothing)."""
+        shape, dtype = self.shape, self.dtype
+        key = key if isinstance(key, tuple) else (key,)
+        if sum(k is Ellipsis for k in key) > 1:
+            raise IndexError("an index can only have a single ellipsis ('...')")
+        key = tuple(self._index_operand(k) for k in key)
+        _check_advanced(key)
+        value = self._value_for(value, dtype)
+
+        # Everything: the value broadcast to the shape.
+        if all(k is Ellipsis or (isinstance(k, slice) and k == slice(None)) for k in key):
+            if isinstance(value, Tensor):
+                return value._op("expand", size=list(shape))
+            return self._op("full_like", fill_value=value)
+
+        masks = [k for k in key if isinstance(k, Tensor) and k.dtype is _dtypes.bool_]
+        if masks:
+            if len(key) != 1:
+                raise IndexError("a bool mask index must be the only index (x[mask] = value)")
+            mask, rest = self._full_mask(masks[0])
+            single = not isinstance(value, Tensor) or value.numel() == 1
+            if single:
+                if isinstance(value, Tensor):
+                    value = value._op("reshape", shape=[])
+                    return self._op("masked_fill", mask, value)
+                return self._op("masked_fill", mask, value=value)
+            mask = mask._op("expand", size=list(shape)) if rest else mask
+            target = self._flat_ids()._op("masked_select", mask)
+            per = int(np.prod(rest, dtype=np.int64))
+            return self._put_flat(target, value, [target.numel() // per, *rest])  # (waits for the count)
+
+        # One item for dim 0: index_put on the rows it names.
+        if len(key) == 1 and (_is_int(key[0]) or isinstance(key[0], (slice, Tensor))) and shape:
+            rows = self._rows(key[0], shape[0])
+            if rows is None:
+                return self  # an empty slice
+            # index_put broadcasts the value to [rows, *shape[1:]].
+            return self._op("index_put", rows, self._value_tensor(value, dtype))
+
+        # Any other key: the flat positions it selects, from an index of every element.
+        return self._put_flat(self._flat_ids()[key], value, self._selection_shape(key))
+
+    def _rows(self, item, size):
+        """A 1-D i64 index Tensor of the dim-0 rows `item` (int, slice or
+        index Tensor) names, or None when it names none."""
+        c = self._client
+        if _is_int(item):
+            i = int(item)
+            if not -size <= i < size:
+                raise IndexError(f"index {i} is out of bounds for dim 0 with size {size}")
+            return c._opset.functions["full"](size=[1], fill_value=i % size, dtype="i64", client=c)
+        if isinstance(item, slice):
+            if item.step is not None and item.step <= 0:
+                raise ValueError(f"slice step must be positive; got {item.step}")
+            start, stop, step = item.indices(size)
+            if start >= stop:
+                return None
+            return c._opset.functions["arange"](start, stop, step, dtype="i64", client=c)
+        if item.dtype not in (_dtypes.int32, _dtypes.int64):
+            raise IndexError(f"index tensors must be integer (i32, i64) or bool; got {item.dtype.name}")
+        return item
+
+    def _flat_ids(self):
+        """arange(numel) in this tensor's shape (i64), on the daemon."""
+        c = self._client
+        ids = c._opset.functions["arange"](self.numel(), dtype="i64", client=c)
+        return ids._op("reshape", shape=list(self.shape))
+
+    def _selection_shape(self, key):
+        """x[key]'s shape, worked out on the host (index tensors: their
+        lengths). Keys have passed _check_advanced, so NumPy's rules give
+        the shape tensord's indexing makes."""
+        probe = tuple(np.zeros(k.shape, np.intp) if isinstance(k, Tensor) else k for k in key)
+        return list(np.broadcast_to(np.zeros((), np.uint8), self.shape)[probe].shape)
+
+    def _put_flat(self, target, value, vshape):
+        """This tensor with the flat positions `target` (an i64 tensor, x[key]
+        of _flat_ids(), of `vshape` elements in all) set to `value`
+        broadcast to `vshape`."""
+        if int(np.prod(vshape, dtype=np.int64)) == 0:
+            return self
+        values = self._value_tensor(value, self.dtype)
+        have = None if values._meta is None else list(values._meta[1])  # (not waited for)
+        if have is not None and (len(have) > len(vshape) or
+                                 any(v not in (1, t) for v, t in zip(have[::-1], vshape[::-1]))):
+            raise ValueError(f"x[key] = value: shape mismatch: value of shape {have} cannot be broadcast to the "
+                             f"indexing result of shape {list(vshape)}")
+        if have != list(vshape):
+            values = values._op("expand", size=list(vshape))
+        flat = self._op("reshape", shape=[-1])
+        out = flat._op("index_put", target._op("reshape", shape=[-1]), values._op("reshape", shape=[-1]))
+        return out._op("reshape", shape=list(self.shape))
 
     def _index_operand(self, item):
         if isinstance(item, (list, np.ndarray)):
