@@ -13,6 +13,22 @@ namespace tensord::compute::testing {
 
 std::unique_ptr<Engine> EngineTest::engine_;
 
+namespace {
+// Destroys the shared engine once every test ran, while the process is still
+// whole: left to static destruction, it would go after the Vulkan driver's
+// own exit handlers.
+class EngineEnvironment : public ::testing::Environment {
+ public:
+  void TearDown() override { EngineTest::destroyEngine(); }
+};
+const auto* const kEngineEnvironment = ::testing::AddGlobalTestEnvironment(new EngineEnvironment);
+}  // namespace
+
+void EngineTest::destroyEngine() {
+  if (engine_) engine_->waitIdle();
+  engine_.reset();
+}
+
 void EngineTest::SetUpTestSuite() {
   if (engine_) return;
   auto log = spdlog::stderr_color_mt("compute-test");

@@ -14,6 +14,9 @@
 namespace tensord::compute::testing {
 
 class EngineTest : public ::testing::Test {
+ public:
+  static void destroyEngine();  // after the last test (a global test environment)
+
  protected:
   static void SetUpTestSuite();
   static void TearDownTestSuite();
