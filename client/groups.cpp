@@ -30,13 +30,7 @@ Collective collectiveOp(const std::shared_ptr<Connection>& conn, std::string_vie
     auto request = conn->session().collectiveRequest();
     request.setGroup(std::string(group));
     request.setKind(std::string(kind));
-    auto in = request.initInputs(uint32_t(caps.size()));
-    for (size_t i = 0; i < caps.size(); ++i) in.set(uint32_t(i), caps[i]);
-    auto at = request.initAttrs(uint32_t(attrs.size()));
-    for (size_t i = 0; i < attrs.size(); ++i) {
-      at[uint32_t(i)].setName(attrs[i].first);
-      wire::setAttrValue(at[uint32_t(i)].initValue(), attrs[i].second);
-    }
+    wire::setInputsAndAttrs(request, caps, attrs);
     auto call = request.send();
     ++conn->stats.calls;
     // As for Session.call: the first output pipelines through `output`, the

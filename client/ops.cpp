@@ -17,13 +17,7 @@ std::vector<Tensor> callOp(const std::shared_ptr<Connection>& conn, std::string_
   return conn->guard([&] {
     auto request = conn->session().callRequest();
     request.setOp(std::string(op));
-    auto in = request.initInputs(uint32_t(caps.size()));
-    for (size_t i = 0; i < caps.size(); ++i) in.set(uint32_t(i), caps[i]);
-    auto at = request.initAttrs(uint32_t(attrs.size()));
-    for (size_t i = 0; i < attrs.size(); ++i) {
-      at[uint32_t(i)].setName(attrs[i].first);
-      wire::setAttrValue(at[uint32_t(i)].initValue(), attrs[i].second);
-    }
+    wire::setInputsAndAttrs(request, caps, attrs);
     auto call = request.send();
     ++conn->stats.calls;
     if (count == 0) {

@@ -3,6 +3,7 @@
 // client types (tensord/client.h). Internal to the client library.
 
 #include <string>
+#include <vector>
 
 #include "protocol/tensord.capnp.h"
 #include "tensord/client.h"
@@ -14,6 +15,19 @@ DType fromWire(proto::DType dtype);  // throws Error for a value this client doe
 
 // Writes `value` into the union `out`.
 void setAttrValue(proto::AttrValue::Builder out, const AttrValue& value);
+
+// Fills the `inputs` and `attrs` of a request shaped like Session.call
+// (call, collective).
+template <typename Request>
+void setInputsAndAttrs(Request& request, std::vector<proto::Tensor::Client>& caps, const Attrs& attrs) {
+  auto in = request.initInputs(uint32_t(caps.size()));
+  for (size_t i = 0; i < caps.size(); ++i) in.set(uint32_t(i), caps[i]);
+  auto at = request.initAttrs(uint32_t(attrs.size()));
+  for (size_t i = 0; i < attrs.size(); ++i) {
+    at[uint32_t(i)].setName(attrs[i].first);
+    setAttrValue(at[uint32_t(i)].initValue(), attrs[i].second);
+  }
+}
 AttrValue fromWire(proto::AttrValue::Reader value);
 std::string attrTypeName(proto::AttrType type);  // "int", "float", ...
 
