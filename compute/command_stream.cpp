@@ -143,7 +143,7 @@ void CommandStream::enqueue(Job job) {
   {
     std::lock_guard lock(mu_);
     if (!fairSharing_) job.owner.clear();  // one owner: arrival order
-    wasEmpty = queue_.empty();
+    wasEmpty = queue_.empty() && holds_ == 0;  // release() wakes a held stream
     queue_.push(std::move(job));
     queued_.store(queue_.size(), std::memory_order_relaxed);
   }
@@ -151,6 +151,19 @@ void CommandStream::enqueue(Job job) {
   // which the completion thread wakes it for): one wake per burst of calls
   // rather than a futex call per call.
   if (wasEmpty) wake_.notify_all();
+}
+
+void CommandStream::hold() {
+  std::lock_guard lock(mu_);
+  ++holds_;
+}
+
+void CommandStream::release() {
+  {
+    std::lock_guard lock(mu_);
+    if (holds_ == 0 || --holds_ > 0 || queue_.empty()) return;
+  }
+  wake_.notify_all();
 }
 
 void CommandStream::waitIdle() {
@@ -164,7 +177,9 @@ void CommandStream::submitLoop() {
     Frame* frame = nullptr;
     {
       std::unique_lock lock(mu_);
-      wake_.wait(lock, [&] { return (!queue_.empty() && !freeFrames_.empty()) || (stopping_ && queue_.empty()); });
+      wake_.wait(lock, [&] {
+        return (!queue_.empty() && !freeFrames_.empty() && (holds_ == 0 || stopping_)) || (stopping_ && queue_.empty());
+      });
       if (queue_.empty()) break;  // stopping and drained
       frame = freeFrames_.back();
       freeFrames_.pop_back();

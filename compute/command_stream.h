@@ -86,6 +86,11 @@ class CommandStream {
 
   void enqueue(Job job);
   void waitIdle();
+  // While held, the submit thread leaves queued jobs alone, so a burst of
+  // enqueues goes out as one batch (one command buffer, one submit) once the
+  // last hold is released. Every hold must be released; destruction ignores them.
+  void hold();
+  void release();
   bool measuresDeviceTime() const { return timestampBits_ != 0; }
   // Jobs waiting for a batch; read without the lock (stats, any thread).
   size_t queuedJobs() const { return queued_.load(std::memory_order_relaxed); }
@@ -137,6 +142,7 @@ class CommandStream {
   std::vector<Frame*> freeFrames_;   // GUARDED_BY(mu_)
   std::deque<Frame*> inFlight_;      // GUARDED_BY(mu_); in submission order
   bool stopping_ = false;            // GUARDED_BY(mu_)
+  uint32_t holds_ = 0;               // GUARDED_BY(mu_); see hold()
   bool submitterDone_ = false;       // GUARDED_BY(mu_)
   std::thread completer_;            // the threads last: they start after everything above exists
   std::thread submitter_;

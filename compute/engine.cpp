@@ -227,5 +227,7 @@ void Engine::enqueueDownload(const std::string& owner, std::shared_ptr<Buffer> s
 }
 
 void Engine::waitIdle() { impl_->stream.waitIdle(); }
+void Engine::holdSubmits() { impl_->stream.hold(); }
+void Engine::releaseSubmits() { impl_->stream.release(); }
 
 }  // namespace tensord::compute

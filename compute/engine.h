@@ -174,6 +174,13 @@ class Engine {
   // Blocks until everything enqueued so far has completed.
   void waitIdle();
 
+  // Batching a burst: between holdSubmits() and its releaseSubmits(), queued
+  // work is not taken into a batch, so work enqueued in a burst (one pass of
+  // an event loop) shares one command buffer and one submit. Holds nest; each
+  // must be released promptly, or queued work waits.
+  void holdSubmits();
+  void releaseSubmits();
+
   // Whether the compute queue writes timestamps, so jobs' device times reach
   // EngineOptions::deviceTimeObserver.
   bool measuresDeviceTime() const;

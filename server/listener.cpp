@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 
+#include "server/batching_stream.h"
 #include "server/daemon_impl.h"
 #include "server/tls.h"
 
@@ -51,7 +52,8 @@ class Listener::Connection {
              std::shared_ptr<ConnectionAuth> auth)
       : listener_(listener),
         stream_(kj::mv(stream)),
-        network_(*stream_, capnp::rpc::twoparty::Side::SERVER, readerOptions(listener.server_.config)),
+        batching_(*stream_),
+        network_(batching_, capnp::rpc::twoparty::Side::SERVER, readerOptions(listener.server_.config)),
         state_(std::make_shared<ConnectionState>(listener.server_, std::move(peer))),
         rpc_(capnp::makeRpcServer(network_, kj::heap<DaemonImpl>(state_, std::move(auth)))) {
     // Stop reading new calls while this many words of calls are unanswered.
@@ -65,6 +67,7 @@ class Listener::Connection {
  private:
   Listener& listener_;
   kj::Own<kj::AsyncIoStream> stream_;
+  BatchingStream batching_;  // many small messages per system call (batching_stream.h)
   capnp::TwoPartyVatNetwork network_;
   std::shared_ptr<ConnectionState> state_;
   capnp::RpcSystem<capnp::rpc::twoparty::VatId> rpc_;

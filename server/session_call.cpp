@@ -24,6 +24,21 @@ std::string inputName(const compute::OpSpec& spec, size_t i) {
   return spec.inputs.empty() ? "#" + std::to_string(i) : "'" + spec.inputName(i) + "'";
 }
 
+// Holds the engine's submits until the end of this pass of the event loop, so
+// that the ops of a pipelined burst go to the device in one batch
+// (Engine::holdSubmits) instead of one submit each.
+void holdSubmitsForThisPass(ServerState& server) {
+  thread_local compute::Engine* held = nullptr;
+  if (held != nullptr) return;
+  held = &server.engine;
+  server.engine.holdSubmits();
+  // Released when the pass ends, or when the task set goes first.
+  server.addTask(kj::evalLast([] {}).attach(kj::defer([&engine = server.engine] {
+    engine.releaseSubmits();
+    held = nullptr;
+  })));
+}
+
 std::string outputName(const compute::OpSpec& spec, size_t i) {
   return i < spec.outputs.size() ? spec.outputs[i] : std::to_string(i);
 }
@@ -165,7 +180,10 @@ void finishCall(const std::shared_ptr<SessionState>& session,
       }
     }
 
-    auto results = context.getResults();
+    // Sized for the reply: without a hint the RPC system zero-fills a whole
+    // default first segment (8 KiB) for every call.
+    const uint64_t replyWords = 32 + 4 * outDescs.size();
+    auto results = context.getResults(capnp::MessageSize{replyWords, capnp::uint(outDescs.size() + 1)});
     auto reply = [&](kj::Array<proto::Tensor::Client> outputs) {
       if (outputs.size() > 0) results.setOutput(outputs[0]);
       auto list = results.initOutputs(capnp::uint(outputs.size()));
@@ -217,6 +235,7 @@ void finishCall(const std::shared_ptr<SessionState>& session,
       // The job refers to the spec; its completion holds the user kernel behind it.
       onDone = [keep, inner = std::move(onDone)](std::exception_ptr error) { inner(error); };
     }
+    holdSubmitsForThisPass(server);
     mapComputeErrors(spec->name, [&] {
       server.engine.enqueueOp(session->principal.name, *spec, inputViews, outputViews, attrs, std::move(onDone));
     });
