@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 
+#include "client/receive_worker.h"
 #include "client/wire.h"
 
 namespace tensord::detail {
@@ -26,14 +27,20 @@ uint64_t byteCount(DType dtype, const Shape& shape) {
   return numel * dtypeSize(dtype);
 }
 
+// Downloads from this size up land their chunks through a ReceiveWorker;
+// smaller ones are copied on the event loop (a thread costs more than it saves).
+constexpr uint64_t kWorkerBytes = uint64_t(4) << 20;
+
 // What a download collects. Shared by the sink capability (which the daemon
 // may hold a little longer than the download call) and the caller.
 struct DownloadState {
-  std::vector<std::byte> data;
-  uint64_t expected = 0;  // valid once `known`
+  std::vector<std::byte> data;  // the worker's while it exists and is not idle
+  uint64_t received = 0;        // bytes accepted by write(), copied or queued
+  uint64_t expected = 0;        // valid once `known`
   bool known = false;
   bool done = false;
   Progress progress;
+  std::unique_ptr<ReceiveWorker> worker;  // after `data`: stopped before it is freed
 };
 
 class SinkServer final : public proto::ByteSink::Server {
@@ -44,11 +51,18 @@ class SinkServer final : public proto::ByteSink::Server {
   kj::Promise<void> write(WriteContext context) override {
     auto chunk = context.getParams().getData();
     KJ_REQUIRE(!state_->done, "ByteSink.write after done()");
-    KJ_REQUIRE(!state_->known || state_->data.size() + chunk.size() <= state_->expected,
+    KJ_REQUIRE(!state_->known || state_->received + chunk.size() <= state_->expected,
                "download sent more bytes than the tensor has", state_->expected);
+    state_->received += chunk.size();
+    if (state_->progress && state_->known) state_->progress(state_->received, state_->expected);
+    if (state_->worker) {
+      // Cap'n Proto delivers the next write (and done()) only once this
+      // promise resolved, and keeps `chunk` valid until then; the state stays
+      // alive until the worker let go of `chunk`.
+      return state_->worker->append(chunk).attach(std::shared_ptr<DownloadState>(state_));
+    }
     auto* begin = reinterpret_cast<const std::byte*>(chunk.begin());
     state_->data.insert(state_->data.end(), begin, begin + chunk.size());
-    if (state_->progress && state_->known) state_->progress(state_->data.size(), state_->expected);
     return kj::READY_NOW;
   }
 
@@ -119,21 +133,29 @@ std::pair<TensorInfo, std::vector<std::byte>> download(Tensor::Impl& impl, const
     auto transfer = request.send();
 
     TensorInfo info = wire::fromWire(conn.wait(kj::mv(infoCall)).getInfo());
-    if (state->data.size() > info.bytes) {
-      throw Error(Error::Kind::kFailed, "download: received " + std::to_string(state->data.size()) +
+    if (state->received > info.bytes) {
+      throw Error(Error::Kind::kFailed, "download: received " + std::to_string(state->received) +
                                             " bytes; the tensor has " + std::to_string(info.bytes));
     }
     state->data.reserve(info.bytes);
     state->expected = info.bytes;
     state->known = true;
-    if (progress) progress(state->data.size(), info.bytes);
+    // From here on every chunk goes through the worker, after those copied so far.
+    if (info.bytes - state->received >= kWorkerBytes) state->worker = std::make_unique<ReceiveWorker>(state->data);
+    if (progress) progress(state->received, info.bytes);
 
     conn.wait(kj::mv(transfer));
-    if (!state->done || state->data.size() != info.bytes) {
-      throw Error(Error::Kind::kFailed, "download: received " + std::to_string(state->data.size()) + " of " +
+    // done() was delivered after every write's copy finished, so the worker
+    // is idle and the bytes are this thread's again.
+    if (!state->done || state->received != info.bytes || (state->worker && !state->worker->idle()) ||
+        state->data.size() != info.bytes) {
+      throw Error(Error::Kind::kFailed, "download: received " + std::to_string(state->received) + " of " +
                                             std::to_string(info.bytes) + " bytes" +
                                             (state->done ? "" : " and no done()"));
     }
+    // Stopped, not destroyed: Cap'n Proto may still hold the write promises
+    // that refer to it (they keep the state, and so the worker, alive).
+    if (state->worker) state->worker->stop();
     return std::make_pair(std::move(info), std::move(state->data));
   });
 }

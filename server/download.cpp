@@ -43,8 +43,9 @@ class DownloadJob {
     return server_.staging.acquire()
         .then([this](StagingLease lease) {
           const uint64_t at = next_;
-          const uint64_t bytes = std::min(lease.capacity(), end_ - next_);
+          const uint64_t bytes = std::min({lease.capacity(), pieceLimit_, end_ - next_});
           next_ += bytes;
+          pieceLimit_ = std::min(pieceLimit_ * 2, lease.capacity());
           auto copied = mapComputeErrors([&] {
             return server_.staging.transfer(lease, [&](compute::Completion done) {
               server_.engine.enqueueDownload(requester_, entry_->buffer, at, bytes, lease.slot(), std::move(done));
@@ -111,6 +112,10 @@ class DownloadJob {
   proto::ByteSink::Client sink_;
   uint64_t next_;  // first byte not yet fetched
   uint64_t end_;
+  // The largest next piece. Pieces start at one chunk and double up to a
+  // slot: the first write leaves after one chunk's device copy, and each
+  // piece is fetched while the one before, half its size, is sent.
+  uint64_t pieceLimit_ = kChunkBytes;
 };
 
 }  // namespace

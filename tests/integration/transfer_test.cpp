@@ -1,10 +1,14 @@
 // Upload/download through the client library: bit-exact round trips for
 // several dtypes and sizes (0 elements, sizes that are not a multiple of the
-// daemon's chunk), a 1 GiB f32 tensor, and named tensors across clients.
+// daemon's chunk), large downloads over every piece size, an abandoned
+// download, a 1 GiB f32 tensor, and named tensors across clients.
 
+#include <chrono>
 #include <cstring>
 #include <random>
+#include <stdexcept>
 
+#include "client/connection.h"
 #include "tests/integration/daemon_test.h"
 
 namespace tensord::testing {
@@ -116,6 +120,58 @@ TEST_F(IntegrationTransfer, OneGibF32TensorRoundTripsBitExact) {
     }
   }
   EXPECT_EQ(mismatches, 0) << "first mismatch at element " << first;
+}
+
+// Large downloads: the daemon sends them in pieces that grow from one chunk
+// to a staging slot, and the client lands them through its receive worker.
+// Sizes at the worker's threshold and ones no piece or chunk size divides.
+TEST_F(IntegrationTransfer, LargeDownloadsAreBitExactAcrossPieceSizes) {
+  auto client = connect();
+  const int64_t mib = int64_t(1) << 20;
+  uint32_t seed = 40;
+  for (int64_t bytes : {4 * mib, 9 * mib + 13, 24 * mib + 5}) {
+    SCOPED_TRACE(std::to_string(bytes) + " bytes");
+    auto data = randomElements(DType::U8, size_t(bytes), seed++);
+    Tensor t = client->upload(DType::U8, Shape{bytes}, data);
+    uint64_t lastDone = 0, calls = 0;
+    std::vector<std::byte> back = t.bytes([&](uint64_t done, uint64_t total) {
+      EXPECT_EQ(total, uint64_t(bytes));
+      EXPECT_GE(done, lastDone) << "progress went backwards";
+      lastDone = done;
+      ++calls;
+    });
+    ASSERT_EQ(back.size(), data.size());
+    EXPECT_TRUE(back == data) << "downloaded bytes differ from the uploaded ones";
+    EXPECT_EQ(lastDone, uint64_t(bytes));
+    EXPECT_GT(calls, 1u);
+  }
+}
+
+// A download abandoned part-way (what the Python binding does on Ctrl-C)
+// leaves its chunks to land in a buffer nobody reads; the connection goes on,
+// and the same tensor downloads intact right after.
+TEST_F(IntegrationTransfer, AbandonedLargeDownloadLeavesTheConnectionUsable) {
+  auto client = connect();
+  auto data = randomElements(DType::U8, (16u << 20) + 3, 50);
+  Tensor t = client->upload(DType::U8, Shape{int64_t(data.size())}, data);
+  t.wait();
+  bool started = false, abandoned = false;
+  {
+    detail::WaitCheckScope scope(
+        [&] {
+          if (started) throw std::runtime_error("abandoned by the test");
+        },
+        std::chrono::milliseconds(1));
+    try {
+      (void)t.bytes([&](uint64_t done, uint64_t total) { started = started || (done > 0 && done < total); });
+    } catch (const std::runtime_error& e) {
+      abandoned = std::string(e.what()) == "abandoned by the test";
+    }
+  }
+  EXPECT_TRUE(abandoned) << "the download finished before the check could abandon it";
+  std::vector<std::byte> back = t.bytes();
+  EXPECT_TRUE(back == data) << "the download after an abandoned one differs";
+  EXPECT_EQ(client->upload(Shape{2}, std::vector<float>{1, 2}).toHost(), (std::vector<float>{1, 2}));
 }
 
 TEST_F(IntegrationTransfer, NamedTensorOutlivesItsClient) {
