@@ -61,7 +61,8 @@ CollectiveAttrs parseAttrs(const std::string& kind, capnp::List<proto::Attr>::Re
     if (name == "op" && reduction) {
       const auto* text = std::get_if<std::string>(&value);
       if (text == nullptr || (*text != "sum" && *text != "mean" && *text != "max" && *text != "min")) {
-        kj::throwFatalException(failed(at + "expected one of sum, mean, max, min (text)"));
+        kj::throwFatalException(failed(at + "expected one of sum, mean, max, min (text), got " +
+                                       (text != nullptr ? "'" + *text + "'" : std::string("a value of another type"))));
       }
       out.op = *text;
     } else if (name == "root" && kind == "broadcast") {

@@ -25,12 +25,15 @@
 
 // Besides the public API, two internal pieces of the client library: a
 // download that returns the tensor's info with its bytes in one round trip,
-// and a call with an explicit output count (split, chunk); and tensorctl's
-// resolution of the connect settings (cli_args).
+// and a call with an explicit output count (split, chunk); a collective
+// whose completion can be awaited on its own (groups.h: an asynchronous
+// barrier); and tensorctl's resolution of the connect settings (cli_args).
 #include "client/cli_args.h"
 #include "client/connection.h"
+#include "client/groups.h"
 #include "client/transfer.h"
 #include "tensord/client.h"
+#include "tensord/distributed.h"
 #include "tensord/optim.h"
 
 namespace py = pybind11;
@@ -363,6 +366,54 @@ tensord::ConnectOptions resolveOptions(const std::optional<std::string>& address
           .keyFile = options.keyFile};
 }
 
+// The completion of one collective (Client.barrier(async_op=True)): wait()
+// blocks until every member finished it and raises its error. One that is
+// dropped unwaited runs on as a task of the connection, whose error a later
+// blocking request raises (as tensord::Client::collective does for a
+// barrier).
+class PyCollectiveWork {
+ public:
+  PyCollectiveWork(std::shared_ptr<Session> session, std::shared_ptr<tensord::detail::Connection> conn,
+                   std::shared_ptr<tensord::detail::PendingCall> done)
+      : session_(std::move(session)), conn_(std::move(conn)), done_(std::move(done)) {}
+  PyCollectiveWork(const PyCollectiveWork&) = delete;
+  PyCollectiveWork& operator=(const PyCollectiveWork&) = delete;
+  ~PyCollectiveWork() {
+    if (waited_) return;
+    if (!session_->onOwnerThread()) {
+      session_->park(std::move(done_));  // released on the owner thread; nobody sees its error
+      return;
+    }
+    try {
+      conn_->addTask(done_->done.addBranch());
+    } catch (...) {
+      // The connection is gone: every later request reports that.
+    }
+  }
+
+  // Raises the collective's error once; later calls return at once. A wait
+  // interrupted by Ctrl-C can be repeated.
+  void wait() {
+    session_->check("CollectiveWork.wait");
+    if (waited_) return;
+    try {
+      interruptible([&] { conn_->blocking([&] { conn_->wait(done_->done.addBranch()); }); });
+    } catch (const tensord::Error&) {
+      waited_ = true;
+      throw;
+    }
+    waited_ = true;
+  }
+
+  bool waited() const { return waited_; }
+
+ private:
+  std::shared_ptr<Session> session_;
+  std::shared_ptr<tensord::detail::Connection> conn_;
+  std::shared_ptr<tensord::detail::PendingCall> done_;
+  bool waited_ = false;
+};
+
 class PyClient {
  public:
   PyClient(std::optional<std::string> address, std::optional<std::string> token, std::optional<std::string> ca,
@@ -450,6 +501,23 @@ class PyClient {
     return wrap(session_, std::move(t));
   }
 
+  // Session.collective, pipelined: (outputs, None), or for a collective
+  // without outputs (barrier) ([], its completion). The outputs carry the
+  // collective's error themselves.
+  py::tuple collective(const std::string& group, const std::string& kind, const std::vector<PyTensor*>& inputs,
+                       const std::vector<std::pair<std::string, py::object>>& attrs) {
+    const std::string what = kind + " on group '" + group + "'";
+    tensord::Client& client = use(what.c_str());
+    std::vector<tensord::Tensor> in = unwrapAll(*session_, inputs, what);
+    tensord::Attrs a = attrsOf(attrs);
+    tensord::detail::Collective run = tensord::detail::collectiveOp(client.impl().conn, group, kind, in, a);
+    TensorList outputs;
+    for (auto& t : run.outputs) outputs.push_back(wrap(session_, std::move(t)));
+    if (!outputs.empty()) return py::make_tuple(py::cast(std::move(outputs)), py::none());
+    auto work = std::make_unique<PyCollectiveWork>(session_, client.impl().conn, std::move(run.done));
+    return py::make_tuple(py::cast(std::move(outputs)), py::cast(std::move(work)));
+  }
+
   const std::shared_ptr<Session>& session() const { return session_; }
 
  private:
@@ -506,6 +574,69 @@ class NoGradScope {
 
  private:
   std::optional<tensord::NoGrad> scope_;
+};
+
+// A member's view of a group (tensord::ProcessGroup), owned by the thread of
+// its client's session; DistributedDataParallel runs its collectives.
+class PyProcessGroup {
+ public:
+  PyProcessGroup(PyClient& client, const std::string& name) : session_(client.session()) {
+    tensord::Client& c = client.use("ProcessGroup");
+    group_ = interruptible([&] { return std::make_shared<tensord::ProcessGroup>(c, name); });
+  }
+  PyProcessGroup(const PyProcessGroup&) = delete;
+  PyProcessGroup& operator=(const PyProcessGroup&) = delete;
+  ~PyProcessGroup() {
+    if (!session_->onOwnerThread()) session_->park(std::move(group_));
+  }
+
+  tensord::ProcessGroup& use(const char* what) {
+    session_->check(what);
+    return *group_;
+  }
+  const tensord::ProcessGroup& get() const { return *group_; }
+  const std::shared_ptr<Session>& session() const { return session_; }
+  const std::shared_ptr<tensord::ProcessGroup>& shared() const { return group_; }
+
+ private:
+  std::shared_ptr<Session> session_;
+  std::shared_ptr<tensord::ProcessGroup> group_;
+};
+
+// tensord::DistributedDataParallel over a PyProcessGroup, which it keeps
+// alive. Its gradient-ready hooks run inside Tensor.backward() (C++ only).
+class PyDistributedDataParallel {
+ public:
+  PyDistributedDataParallel(PyProcessGroup& group, const std::vector<PyTensor*>& params, tensord::DdpOptions options) {
+    const char* what = "DistributedDataParallel";
+    tensord::ProcessGroup& g = group.use(what);
+    if (params.empty()) throw py::value_error(std::string(what) + ": got an empty parameter list");
+    std::vector<tensord::Tensor> handles = unwrapAll(*group.session(), params, what);
+    state_ = std::make_shared<State>();
+    state_->group = group.shared();
+    state_->ddp = interruptible(
+        [&] { return std::make_unique<tensord::DistributedDataParallel>(g, std::move(handles), options); });
+    session_ = group.session();
+  }
+  PyDistributedDataParallel(const PyDistributedDataParallel&) = delete;
+  PyDistributedDataParallel& operator=(const PyDistributedDataParallel&) = delete;
+  ~PyDistributedDataParallel() {
+    if (session_ && !session_->onOwnerThread()) session_->park(std::move(state_));
+  }
+
+  tensord::DistributedDataParallel& use(const char* what) {
+    session_->check(what);
+    return *state_->ddp;
+  }
+
+ private:
+  // Declaration order is teardown order: the DDP before its group.
+  struct State {
+    std::shared_ptr<tensord::ProcessGroup> group;
+    std::unique_ptr<tensord::DistributedDataParallel> ddp;
+  };
+  std::shared_ptr<Session> session_;
+  std::shared_ptr<State> state_;
 };
 
 // Plain-data views of the library's structs (as_dict()), and short reprs.
@@ -597,6 +728,18 @@ py::dict daemonStatsDict(const tensord::DaemonStats& s) {
   for (const auto& o : s.ops) ops.append(opStatsDict(o));
   d["principals"] = principals;
   d["ops"] = ops;
+  return d;
+}
+
+py::dict groupInfoDict(const tensord::GroupInfo& g) {
+  py::dict d;
+  d["name"] = g.name;
+  d["rank"] = g.rank;
+  d["size"] = g.size;
+  d["state"] = g.state;
+  d["members"] = py::list(py::cast(g.members));
+  d["origin"] = g.origin;
+  d["collectives"] = g.collectives;
   return d;
 }
 
@@ -813,6 +956,31 @@ PYBIND11_MODULE(_core, m) {
         return "FileTransfer(path=" + pyRepr(py::str(f.path)) + ", tensors=[" + names +
                "], bytes=" + std::to_string(f.bytes) + ")";
       });
+  py::class_<tensord::GroupInfo>(m, "GroupInfo",
+                                 "A group of daemons as this daemon sees it: name, rank (this daemon's place), "
+                                 "size, members (HOST:PORT by rank), state ('ready', or 'broken: <why>' until "
+                                 "re-formed), origin ('config' or the principal that formed it), collectives "
+                                 "(completed since it formed).")
+      .def_readonly("name", &tensord::GroupInfo::name)
+      .def_readonly("rank", &tensord::GroupInfo::rank)
+      .def_readonly("size", &tensord::GroupInfo::size)
+      .def_readonly("members", &tensord::GroupInfo::members)
+      .def_readonly("state", &tensord::GroupInfo::state)
+      .def_readonly("origin", &tensord::GroupInfo::origin)
+      .def_readonly("collectives", &tensord::GroupInfo::collectives)
+      .def_property_readonly("ready", [](const tensord::GroupInfo& g) { return g.state == "ready"; })
+      .def("as_dict", &groupInfoDict)
+      .def("__repr__", [](const tensord::GroupInfo& g) {
+        return "GroupInfo(name=" + pyRepr(py::str(g.name)) + ", rank=" + std::to_string(g.rank) +
+               ", size=" + std::to_string(g.size) + ", state=" + pyRepr(py::str(g.state)) +
+               ", members=" + pyRepr(py::cast(g.members)) + ")";
+      });
+  py::class_<PyCollectiveWork>(m, "CollectiveWork",
+                               "The completion of a collective started with async_op=True (a barrier): wait() "
+                               "blocks until every member reached it and raises its error. Dropped without "
+                               "wait(), its error is raised by a later request of the client that waits.")
+      .def("wait", &PyCollectiveWork::wait)
+      .def_property_readonly("waited", &PyCollectiveWork::waited);
   py::class_<tensord::QuotaUse>(m, "QuotaUse")
       .def_readonly("name", &tensord::QuotaUse::name)
       .def_readonly("limit", &tensord::QuotaUse::limit)
@@ -930,6 +1098,65 @@ PYBIND11_MODULE(_core, m) {
       }, py::arg("prefix") = "", py::arg("after") = "", py::arg("limit") = 0)
       .def("remove", [](PyClient& c, const std::string& name) {
         c.blocking("Client.rm", [&](tensord::Client& x) { x.remove(name); });
+      })
+      .def("group_create", [](PyClient& c, const std::string& name, const std::vector<std::string>& members,
+                              uint32_t rank, uint32_t timeoutMs) {
+        return c.blocking("Client.group_create",
+                          [&](tensord::Client& x) { return x.groupCreate(name, members, rank, timeoutMs); });
+      }, py::arg("name"), py::arg("members"), py::arg("rank"), py::arg("timeout_ms") = 0)
+      .def("group_list", [](PyClient& c) {
+        return c.blocking("Client.group_list", [](tensord::Client& x) { return x.groupList(); });
+      })
+      .def("group_delete", [](PyClient& c, const std::string& name) {
+        c.blocking("Client.group_delete", [&](tensord::Client& x) { x.groupDelete(name); });
+      }, py::arg("name"))
+      .def("collective", &PyClient::collective, py::arg("group"), py::arg("kind"), py::arg("inputs"),
+           py::arg("attrs"));
+
+  m.def("form_group", [](const std::vector<PyClient*>& clients, const std::string& name,
+                         const std::vector<std::string>& members, uint32_t timeoutMs) {
+    std::vector<tensord::Client*> handles;
+    for (size_t i = 0; i < clients.size(); ++i) {
+      if (clients[i] == nullptr) throw py::type_error("form_group: client " + std::to_string(i) + " is None");
+      handles.push_back(&clients[i]->use("form_group"));
+    }
+    return interruptible([&] { return tensord::formGroup(handles, name, members, timeoutMs); });
+  }, py::arg("clients"), py::arg("name"), py::arg("members"), py::arg("timeout_ms") = 0);
+
+  py::class_<PyProcessGroup>(m, "ProcessGroup")
+      .def(py::init<PyClient&, const std::string&>(), py::arg("client"), py::arg("name"))
+      .def_property_readonly("name", [](const PyProcessGroup& g) { return g.get().name(); })
+      .def_property_readonly("rank", [](const PyProcessGroup& g) { return g.get().rank(); })
+      .def_property_readonly("size", [](const PyProcessGroup& g) { return g.get().size(); })
+      .def_property_readonly("info", [](const PyProcessGroup& g) { return g.get().info(); })
+      .def("set_timeout_ms",
+           [](PyProcessGroup& g, uint32_t ms) { g.use("ProcessGroup.timeout_ms").setTimeoutMs(ms); });
+
+  py::class_<PyDistributedDataParallel>(m, "DistributedDataParallel")
+      .def(py::init([](PyProcessGroup& group, const std::vector<PyTensor*>& params, uint64_t bucketBytes,
+                       bool overlap, bool broadcastParameters) {
+             return std::make_unique<PyDistributedDataParallel>(
+                 group, params,
+                 tensord::DdpOptions{
+                     .bucketBytes = bucketBytes, .overlap = overlap, .broadcastParameters = broadcastParameters});
+           }),
+           py::arg("group"), py::arg("params"), py::arg("bucket_bytes"), py::arg("overlap"),
+           py::arg("broadcast_parameters"))
+      .def("finish_gradients", [](PyDistributedDataParallel& d) {
+        auto& ddp = d.use("DistributedDataParallel.finish_gradients");
+        py::gil_scoped_release nogil;
+        ddp.finishGradients();
+      })
+      .def("sync_gradients", [](PyDistributedDataParallel& d) {
+        auto& ddp = d.use("DistributedDataParallel.sync_gradients");
+        py::gil_scoped_release nogil;
+        ddp.syncGradients();
+      })
+      .def("set_overlap", [](PyDistributedDataParallel& d, bool on) {
+        d.use("DistributedDataParallel.overlap").setOverlap(on);
+      })
+      .def_property_readonly("buckets", [](PyDistributedDataParallel& d) {
+        return d.use("DistributedDataParallel.buckets").buckets();
       });
 
   py::class_<NoGradScope>(m, "NoGradScope")

@@ -13,7 +13,10 @@ tensord.nn (Module, Linear, Conv2d, LayerNorm, Embedding) and tensord.optim
 (SGD, Adam, AdamW). Errors: tensord.Error and its subclasses Refused,
 Overloaded, Disconnected, Unimplemented, ThreadError. Named tensors:
 c.save/restore/ls/rm; safetensors files on the daemon's disk:
-c.load_file/save_file; the daemon's load: c.daemon_stats().
+c.load_file/save_file; the daemon's load: c.daemon_stats(). Groups of
+daemons and collectives: c.group_create/group_list/group_delete,
+c.allreduce/broadcast/allgather/reduce_scatter/barrier, and
+tensord.distributed (form_group, ProcessGroup, DistributedDataParallel).
 
 A Client and its tensors belong to the thread that created the Client.
 """
@@ -90,9 +93,9 @@ from ._dtypes import bool_ as bool  # noqa: E402,A001
 float = float32  # noqa: A001
 int = int32  # noqa: A001
 
-from . import nn, optim  # noqa: E402  (they use the names above)
+from . import distributed, nn, optim  # noqa: E402  (they use the names above)
 
-__all__ = ["Client", "connect", "Tensor", "dtype", "ops", "nn", "optim", "no_grad", "is_grad_enabled",
+__all__ = ["Client", "connect", "Tensor", "dtype", "ops", "nn", "optim", "distributed", "no_grad", "is_grad_enabled",
            "manual_seed", "set_progress_bars", "Error", "Refused", "Overloaded", "Disconnected", "Unimplemented",
            "ThreadError", "float32", "float16", "bfloat16", "int32", "int64", "uint8", "bool", "half", "long",
            "float", "int"]

@@ -3,6 +3,7 @@
 import numpy as np
 
 from . import _core, _dtypes
+from . import distributed as _dist
 from ._ops import BoundOps, OpSet, ops, set_default_client
 from ._progress import transfer_bar
 from ._tensor import Tensor
@@ -226,6 +227,84 @@ class Client:
                                     "(save a Tensor under a name first: x.save(name))")
         with transfer_bar("save") as bar:
             return self._c.save_file(str(path), names, prefix, overwrite, bar)
+
+    # ------------------------------------------------------------ groups and collectives
+    def group_create(self, name, members, rank=None, timeout_ms=None):
+        """Has this client's daemon join group `name` as member `rank` of
+        `members` (HOST:PORT of each member's listener as the others reach
+        it, by rank; tls://HOST:PORT for TLS node links). rank None: the
+        position of this client's address in `members`. Every member must
+        be asked the same way at about the same time (one process per
+        member, or tensord.distributed.form_group() for all at once from one
+        thread): blocks until all members are linked, or raises after
+        `timeout_ms` (None: the daemon's groups.timeout_ms) naming those
+        that did not answer. A group of the same name is replaced. Needs
+        the &group:create right. Returns the GroupInfo."""
+        members = [members] if isinstance(members, str) else list(members)
+        for i, m in enumerate(members):
+            if not isinstance(m, str):
+                raise TypeError(f"group_create({name!r}): member {i} is {type(m).__name__}; expected 'HOST:PORT'")
+        if rank is None:
+            at = [i for i, m in enumerate(members) if m == self.address]
+            if len(at) != 1:
+                raise ValueError(f"group_create({name!r}): rank not given, and this client's address "
+                                 f"{self.address!r} is {'not' if not at else 'more than once'} among members "
+                                 f"{members}; pass rank=")
+            rank = at[0]
+        if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < len(members):
+            raise ValueError(f"group_create({name!r}): rank must be an int in [0, {len(members)}); got {rank!r}")
+        return self._c.group_create(name, members, rank, _dist._timeout(timeout_ms, "group_create"))
+
+    def group_list(self):
+        """The groups this client's daemon belongs to, sorted by name:
+        GroupInfo (name, rank, size, members, state, origin, collectives)."""
+        return self._c.group_list()
+
+    def group_delete(self, name):
+        """Has this client's daemon leave group `name`; collectives in flight
+        on it fail on every member. Needs the &group:create right."""
+        self._c.group_delete(name)
+
+    def allreduce(self, tensors, group, op="sum", *, in_place=False, timeout_ms=None):
+        """Reduces `tensors` (a Tensor, a named tensor's name, or a list of
+        them: one bucket) element-wise over `group` (its name or a
+        ProcessGroup): op 'sum', 'mean', 'max' or 'min'. Every member must
+        issue it with tensors of the same dtypes and shapes. Returns a
+        Tensor per input (a Tensor for a single one): new tensors, or with
+        in_place the inputs themselves, overwritten once the whole
+        collective succeeded (on failure they keep their values).
+        Pipelined like any call: returns at once, the results feed further
+        calls, and an error (an unknown or broken group, shapes that differ
+        between members, a bad op, a member that died or stalled past
+        timeout_ms) is raised by the first wait on a result, with the
+        daemon's message."""
+        return _dist._allreduce(self, tensors, group, op, in_place=in_place, timeout_ms=timeout_ms)
+
+    def broadcast(self, tensors, group, root=0, *, in_place=False, timeout_ms=None):
+        """Every member gets member `root`'s values of `tensors` (as for
+        allreduce: a Tensor, a name or a list; same dtypes and shapes on
+        every member). Returns a Tensor per input, new or (in_place) the
+        inputs; pipelined."""
+        return _dist._broadcast(self, tensors, group, root, in_place=in_place, timeout_ms=timeout_ms)
+
+    def allgather(self, tensor, group, *, timeout_ms=None):
+        """The members' `tensor`s stacked along a new leading dim of the
+        group's size, in rank order (a new Tensor; pipelined)."""
+        return _dist._allgather(self, tensor, group, timeout_ms=timeout_ms)
+
+    def reduce_scatter(self, tensor, group, op="sum", *, timeout_ms=None):
+        """This member's slice of the reduction (op as for allreduce) of the
+        members' `tensor`s, whose leading dim must be divisible by the
+        group's size: rows [rank * n / size, (rank + 1) * n / size). A new
+        Tensor; pipelined."""
+        return _dist._reduce_scatter(self, tensor, group, op, timeout_ms=timeout_ms)
+
+    def barrier(self, group, *, timeout_ms=None, async_op=False):
+        """Waits until every member of `group` reached the barrier; raises
+        the daemon's error otherwise. async_op=True returns at once with a
+        CollectiveWork whose wait() does the waiting (to reach a barrier on
+        several daemons from one thread)."""
+        return _dist._barrier(self, group, timeout_ms=timeout_ms, async_op=async_op)
 
     # ------------------------------------------------------------ the daemon
     def info(self):
