@@ -6,7 +6,7 @@
 //
 //   collective_bench [--ranks 2,3,4] [--min-bytes 1K] [--max-bytes 1G] [--seconds S] [--iters N]
 //                    [--connect A,B,...] [--token T] [--no-torch] [--no-ddp] [--ddp-steps N]
-//                    [--json FILE]
+//                    [--json FILE] [--chunk-bytes B] [--daemon-log-level L --daemon-logs FILE]
 //
 // Without --connect it starts the daemons itself, n for each n of --ranks
 // (a config with groups.node_credentials so they can dial each other); with
@@ -20,6 +20,9 @@
 // reference is bench/torch_gloo_allreduce.py run with /usr/bin/python3
 // (Debian's python3-torch); skipped with a note when torch is missing.
 // Prints a table per n and a JSON document (stdout, or --json FILE).
+// --chunk-bytes sets the started daemons' groups.chunk_bytes.
+// --daemon-log-level starts the daemons with that log_level (trace shows
+// every chunk) and --daemon-logs appends their logs to FILE at the end.
 
 #include <algorithm>
 #include <chrono>
@@ -55,13 +58,16 @@ struct Args {
   bool torch = true, ddp = true;
   int ddpSteps = 8;
   std::string jsonFile;
+  uint64_t chunkBytes = 0;     // 0: the daemons' default
+  std::string daemonLogLevel;  // "": the default
+  std::string daemonLogs;      // file the daemons' logs go to, or ""
 };
 
 [[noreturn]] void usage(const std::string& problem) {
   std::fprintf(stderr,
                "collective_bench: %s\nusage: collective_bench [--ranks 2,3,4] [--min-bytes 1K] [--max-bytes 1G] "
                "[--seconds S] [--iters N] [--connect A,B,...] [--token T] [--no-torch] [--no-ddp] [--ddp-steps N] "
-               "[--json FILE]\n",
+               "[--json FILE] [--chunk-bytes B] [--daemon-log-level L] [--daemon-logs FILE]\n",
                problem.c_str());
   std::exit(2);
 }
@@ -111,6 +117,9 @@ Args parseArgs(int argc, char** argv) {
     else if (arg == "--no-ddp") a.ddp = false;
     else if (arg == "--ddp-steps") a.ddpSteps = std::stoi(value());
     else if (arg == "--json") a.jsonFile = value();
+    else if (arg == "--daemon-log-level") a.daemonLogLevel = value();
+    else if (arg == "--chunk-bytes") a.chunkBytes = parseBytes(value());
+    else if (arg == "--daemon-logs") a.daemonLogs = value();
     else usage("unknown argument '" + arg + "'");
   }
   if (!a.connect.empty()) a.ranks = {a.connect.size()};
@@ -150,7 +159,10 @@ struct Members {
 Members open(const Args& a, size_t n) {
   Members m;
   if (a.connect.empty()) {
-    m.cluster = std::make_unique<DaemonCluster>(n, testing::ClusterOptions{.binary = defaultDaemonBinary()});
+    testing::ClusterOptions options{.binary = defaultDaemonBinary()};
+    if (!a.daemonLogLevel.empty()) options.extra["log_level"] = a.daemonLogLevel;
+    options.chunkBytes = a.chunkBytes;
+    m.cluster = std::make_unique<DaemonCluster>(n, options);
     m.addresses = m.cluster->members();
   } else {
     m.addresses = a.connect;
@@ -385,6 +397,7 @@ int main(int argc, char** argv) {
       m.clients.clear();
       if (m.cluster) {
         std::string problems = m.cluster->stopAll();
+        if (!a.daemonLogs.empty()) std::ofstream(a.daemonLogs, std::ios::app) << m.cluster->logs();
         if (!problems.empty()) std::fprintf(stderr, "collective_bench: %s\n", problems.c_str());
       }
     }

@@ -15,6 +15,7 @@ Buffer::~Buffer() { allocator_.forget(block_); }
 uint64_t Buffer::capacity() const { return block_->size; }
 uint64_t Buffer::deviceAddress() const { return block_->address; }
 uint64_t Buffer::offset() const { return block_->offset; }
+std::byte* Buffer::hostData() const { return block_->host; }
 
 namespace {
 
@@ -47,12 +48,20 @@ uint64_t CachingAllocator::blockSize(uint64_t bytes) {
   return c <= kSlotMaxBytes ? (c + kSlotAlign - 1) / kSlotAlign * kSlotAlign : c;
 }
 
-CachingAllocator::CachingAllocator(const Device& device, uint64_t limitBytes)
-    : device_(device), limitBytes_(limitBytes ? limitBytes : device.info().memoryBytes) {
+CachingAllocator::CachingAllocator(const Device& device, uint64_t limitBytes, Placement placement)
+    : device_(device),
+      limitBytes_(limitBytes ? limitBytes : device.info().memoryBytes),
+      placement_(placement),
+      memoryName_(placement == Placement::kHost ? "host memory" : "device memory") {
   // Probe the memory type once with a small buffer.
   vk::raii::Buffer probe(device.device(), {.size = 256, .usage = kUsage});
-  memoryType_ =
-      device.memoryType(probe.getMemoryRequirements().memoryTypeBits, vk::MemoryPropertyFlagBits::eDeviceLocal);
+  const uint32_t types = probe.getMemoryRequirements().memoryTypeBits;
+  memoryType_ = placement == Placement::kHost
+                    ? device.memoryType(types,
+                                        vk::MemoryPropertyFlagBits::eHostVisible |
+                                            vk::MemoryPropertyFlagBits::eHostCoherent,
+                                        vk::MemoryPropertyFlagBits::eHostCached)
+                    : device.memoryType(types, vk::MemoryPropertyFlagBits::eDeviceLocal);
 }
 
 CachingAllocator::~CachingAllocator() = default;
@@ -68,14 +77,19 @@ std::unique_ptr<DeviceAllocation> CachingAllocator::createAllocation(uint64_t si
   });
   buffer.bindMemory(*memory, 0);
   const uint64_t address = dev.getBufferAddress({.buffer = *buffer});
-  auto m =
-      std::make_unique<DeviceAllocation>(DeviceAllocation{std::move(buffer), std::move(memory), size, slot, {}, 0});
+  std::byte* mapped = nullptr;
+  if (placement_ == Placement::kHost) {
+    mapped = static_cast<std::byte*>(vkCall("vkMapMemory", [&] { return memory.mapMemory(0, VK_WHOLE_SIZE); }));
+  }
+  auto m = std::make_unique<DeviceAllocation>(
+      DeviceAllocation{std::move(buffer), std::move(memory), size, slot, {}, 0, mapped});
   const uint64_t blockBytes = slot ? slot : size;
   for (uint64_t offset = 0; offset + blockBytes <= size; offset += blockBytes) {
     m->blocks.push_back(std::make_unique<Block>(Block{.buffer = *m->buffer,
                                                       .offset = offset,
                                                       .size = blockBytes,
                                                       .address = address + offset,
+                                                      .host = mapped ? mapped + offset : nullptr,
                                                       .allocation = m.get()}));
   }
   return m;
@@ -177,9 +191,10 @@ std::shared_ptr<Buffer> CachingAllocator::allocate(uint64_t bytes, const std::st
             dropped = dropCacheLocked();
             if (slot && reservedBytes_ + want > limitBytes_) slot = 0, want = size;  // a block of its own fits better
             if (reservedBytes_ + want > limitBytes_) {
-              throw ComputeError(ComputeError::Kind::kOutOfMemory, "out of device memory: a tensor of " + mib(bytes) +
-                                                                       " does not fit; " + mib(liveBytes_) +
-                                                                       " in use of a " + mib(limitBytes_) + " limit");
+                      throw ComputeError(ComputeError::Kind::kOutOfMemory,
+                                 std::string("out of ") + memoryName_ + ": a tensor of " + mib(bytes) +
+                                     " does not fit; " + mib(liveBytes_) + " in use of a " + mib(limitBytes_) +
+                                     " limit");
             }
           }
         }
@@ -202,7 +217,7 @@ std::shared_ptr<Buffer> CachingAllocator::allocate(uint64_t bytes, const std::st
       if (e.kind() != ComputeError::Kind::kOutOfMemory || attempt > 0) {
         if (e.kind() == ComputeError::Kind::kOutOfMemory) {
           throw ComputeError(ComputeError::Kind::kOutOfMemory,
-                             "out of device memory: the device could not allocate " + mib(bytes));
+                             std::string("out of ") + memoryName_ + ": the device could not allocate " + mib(bytes));
         }
         throw;
       }

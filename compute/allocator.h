@@ -22,6 +22,13 @@
 // rarely wait on each other's queued work; under the limit anyone gets it.
 // Vulkan objects are destroyed only with idle blocks, never under queued work.
 //
+// Placement::kHost makes the same allocator hand out host-visible memory
+// (host-cached where the device has it) that kernels still reach through
+// device addresses and the host through Buffer::hostData(): for data that
+// crosses the network (collectives), which the host reads and writes
+// without staging copies. The host's accesses are not ordered by the queue,
+// so such memory is taken with Reuse::kIdleOnly.
+//
 // Thread-safe (one mutex). Must outlive every Buffer it handed out.
 
 #include <cstdint>
@@ -47,6 +54,7 @@ struct Block {
   uint64_t offset = 0;   // where it starts in `buffer`
   uint64_t size = 0;     // bytes it spans (its size class, or its slot)
   uint64_t address = 0;  // device address of its first byte
+  std::byte* host = nullptr;  // its first byte mapped, for Placement::kHost
 
   // Bookkeeping, guarded by the allocator's mutex.
   enum class State { kLeased, kOrdered, kIdle };
@@ -65,6 +73,7 @@ struct DeviceAllocation {
   uint64_t slot = 0;  // a chunk's slot size; 0: one block of its own
   std::vector<std::unique_ptr<Block>> blocks;
   uint32_t idle = 0;  // blocks in State::kIdle
+  std::byte* mapped = nullptr;  // the whole memory mapped, for Placement::kHost
 };
 
 class CachingAllocator {
@@ -78,7 +87,9 @@ class CachingAllocator {
   // Classes up to this size are slots of chunks.
   static constexpr uint64_t kSlotMaxBytes = 256ull << 10;
 
-  CachingAllocator(const Device& device, uint64_t limitBytes);
+  enum class Placement { kDevice, kHost };
+
+  CachingAllocator(const Device& device, uint64_t limitBytes, Placement placement = Placement::kDevice);
   ~CachingAllocator();
 
   // A lease on device memory for `bytes`, charged to `owner`.
@@ -111,6 +122,8 @@ class CachingAllocator {
 
   const Device& device_;
   const uint64_t limitBytes_;
+  const Placement placement_;
+  const char* memoryName_;  // in errors: "device memory" or "host memory"
   uint32_t memoryType_;
 
   mutable std::mutex mu_;

@@ -15,6 +15,7 @@
 // until the job is queued (a lease dropped earlier could let the memory be
 // handed out to work that gets queued ahead of this job).
 
+#include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <memory>
@@ -40,6 +41,9 @@ class Buffer : public std::enable_shared_from_this<Buffer> {
   // share one, so a copy or a descriptor over this tensor is
   // (block().buffer, offset(), bytes()), never offset 0.
   uint64_t offset() const;
+  // The memory as the host sees it: only for buffers from Engine::allocateHost
+  // (null for device memory).
+  std::byte* hostData() const;
   const std::string& owner() const { return owner_; }
   Block& block() const { return *block_; }
 

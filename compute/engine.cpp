@@ -39,6 +39,7 @@ struct Engine::Impl {
       : log(options.logger),
         device(options.device, *log),
         allocator(device, options.memoryLimitBytes),
+        hostAllocator(device, options.memoryLimitBytes, CachingAllocator::Placement::kHost),
         staging(device, options.stagingSlotBytes, options.stagingSlots),
         kernels(device, options.cacheDir, *log),
         stream(device, kernels, allocator, options.fairSharing, std::move(options.deviceTimeObserver)) {}
@@ -46,6 +47,7 @@ struct Engine::Impl {
   std::shared_ptr<spdlog::logger> log;
   Device device;
   CachingAllocator allocator;
+  CachingAllocator hostAllocator;
   StagingPool staging;
   OpTable ops;
   KernelCache kernels;
@@ -63,6 +65,10 @@ const OpTable& Engine::ops() const { return impl_->ops; }
 
 std::shared_ptr<Buffer> Engine::allocate(uint64_t bytes, const std::string& owner) {
   return impl_->allocator.allocate(bytes, owner);
+}
+
+std::shared_ptr<Buffer> Engine::allocateHost(uint64_t bytes, const std::string& owner) {
+  return impl_->hostAllocator.allocate(bytes, owner, CachingAllocator::Reuse::kIdleOnly);
 }
 
 MemoryStats Engine::memoryStats() const { return impl_->allocator.stats(); }
@@ -222,6 +228,27 @@ void Engine::enqueueDownload(const std::string& owner, std::shared_ptr<Buffer> s
                          .done = std::move(done),
                          .what = "download",
                          .reads = {{"tensor", from}},
+                         .owner = owner,
+                         .cost = bytes});
+}
+
+void Engine::enqueueTransfer(const std::string& owner, std::shared_ptr<Buffer> src, uint64_t srcOffset,
+                             std::shared_ptr<Buffer> dst, uint64_t dstOffset, uint64_t bytes, Completion done) {
+  if (srcOffset + bytes > src->bytes() || dstOffset + bytes > dst->bytes()) {
+    throwInvalid("transfer of " + std::to_string(bytes) + " bytes at offsets " + std::to_string(srcOffset) + " -> " +
+                 std::to_string(dstOffset) + " exceeds a buffer (" + std::to_string(src->bytes()) + " -> " +
+                 std::to_string(dst->bytes()) + " bytes)");
+  }
+  std::shared_ptr<Buffer> from = src->pin(), to = dst->pin();  // the leases outlive the call
+  impl_->stream.enqueue({.record =
+                             [src = from, srcOffset, dst = to, dstOffset, bytes](BatchRecorder& r) {
+                               r.copy(src->block().buffer, src->offset() + srcOffset, dst->block().buffer,
+                                      dst->offset() + dstOffset, bytes);
+                             },
+                         .done = std::move(done),
+                         .what = "transfer",
+                         .reads = {{"source", from}},
+                         .writes = {to},
                          .owner = owner,
                          .cost = bytes});
 }

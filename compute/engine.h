@@ -128,6 +128,12 @@ class Engine {
   // lease until the work that uses it is enqueued. Throws
   // ComputeError(kOutOfMemory) when the limit or the device is exhausted.
   std::shared_ptr<Buffer> allocate(uint64_t bytes, const std::string& owner);
+  // Host-visible memory that kernels reach like device memory and the host
+  // through Buffer::hostData(): for bytes that cross the network. Not ordered
+  // by the queue for the host: write it only while no queued work uses it,
+  // read it only once the work that wrote it completed. Kept apart from
+  // device memory and its statistics.
+  std::shared_ptr<Buffer> allocateHost(uint64_t bytes, const std::string& owner);
   MemoryStats memoryStats() const;
   uint64_t ownerBytes(const std::string& owner) const;
 
@@ -156,6 +162,11 @@ class Engine {
   bool dtypeSupported(DType dtype) const;
 
   // Device-to-device copy (a compute shader, not vkCmdCopyBuffer).
+  // Copies bytes between two buffers at byte offsets with the device's copy
+  // commands: the fast way to read host memory (allocateHost) on the device,
+  // where kernels reading it go a word at a time.
+  void enqueueTransfer(const std::string& owner, std::shared_ptr<Buffer> src, uint64_t srcOffset,
+                       std::shared_ptr<Buffer> dst, uint64_t dstOffset, uint64_t bytes, Completion done);
   void enqueueCopy(const std::string& owner, std::shared_ptr<Buffer> src, std::shared_ptr<Buffer> dst, uint64_t bytes, Completion done);
 
   // Staging slots: tryAcquireStaging returns nullopt when all are in use.

@@ -145,6 +145,7 @@ std::string CollectiveRun::timeoutMessage() const {
 
 kj::Promise<void> CollectiveRun::exchangeHeaders() {
   CollectiveHeader mine = localHeader();
+  auto answered = kj::heapArrayBuilder<kj::Promise<void>>(n_ - 1);
   for (uint32_t r = 0; r < n_; ++r) {
     if (r == r_) continue;
     PeerLink* link = group_.outLink(r);
@@ -157,15 +158,25 @@ kj::Promise<void> CollectiveRun::exchangeHeaders() {
     h.setRoot(mine.root);
     auto inputs = h.initInputs(capnp::uint(mine.inputs.size()));
     for (size_t i = 0; i < mine.inputs.size(); ++i) fillDesc(inputs[capnp::uint(i)], mine.inputs[i]);
-    tasks_.add(linkTo(r, request.send().ignoreResult()));
+    // The answer also proves that every earlier message on the link was
+    // written: the buffers earlier collectives sent from may go.
+    const uint64_t mark = link->sentMark();
+    auto sent = linkTo(r, request.send().ignoreResult()).fork();
+    tasks_.add(sent.addBranch());  // a failure fails the run at once
+    answered.add(sent.addBranch().then([this, r, mark]() {
+      if (PeerLink* l = group_.outLink(r)) l->releaseSentBefore(mark);
+    }));
   }
   group_.headers_[seq_][r_] = std::move(mine);
   server_.log.debug("{}: collective #{} sent its header; {} of {} here", what(), seq_, group_.headers_[seq_].size(),
                     n_);
-  if (group_.headers_[seq_].size() == n_) return kj::READY_NOW;
-  auto paf = kj::newPromiseAndFulfiller<void>();
-  headersIn_ = kj::mv(paf.fulfiller);
-  return kj::mv(paf.promise);
+  kj::Promise<void> headers = kj::READY_NOW;
+  if (group_.headers_[seq_].size() != n_) {
+    auto paf = kj::newPromiseAndFulfiller<void>();
+    headersIn_ = kj::mv(paf.fulfiller);
+    headers = kj::mv(paf.promise);
+  }
+  return kj::joinPromises(answered.finish()).then([headers = kj::mv(headers)]() mutable { return kj::mv(headers); });
 }
 
 void CollectiveRun::headerArrived() {
@@ -236,6 +247,10 @@ std::shared_ptr<compute::Buffer> CollectiveRun::allocate(uint64_t bytes) {
                           [&] { return server_.engine.allocate(std::max<uint64_t>(bytes, 4), request_.owner); });
 }
 
+std::shared_ptr<compute::Buffer> CollectiveRun::allocateHost(uint64_t bytes) {
+  return mapComputeErrors(what(), [&] { return server_.engine.allocateHost(bytes, request_.owner); });
+}
+
 kj::Promise<void> CollectiveRun::convert(const compute::TensorView& src, uint64_t srcOffset,
                                          const compute::TensorView& dst, uint64_t dstOffset, uint64_t count,
                                          double scale) {
@@ -284,23 +299,47 @@ kj::Promise<void> CollectiveRun::linkTo(uint32_t to, kj::Promise<void> sending) 
   });
 }
 
-void CollectiveRun::queueSend(uint32_t to, uint32_t step, uint32_t chunk, kj::ArrayPtr<const kj::byte> bytes) {
+void CollectiveRun::queueSend(uint32_t to, uint32_t step, uint32_t chunk, kj::ArrayPtr<const kj::byte> bytes,
+                              const std::shared_ptr<compute::Buffer>& from) {
   PeerLink* link = group_.outLink(to);
   if (link == nullptr) kj::throwFatalException(failed(what() + ": no link to " + peerName(to)));
-  auto request = link->peer.dataRequest(capnp::MessageSize{bytes.size() / 8 + 16, 0});
+  // Bytes in a host buffer that outlives the message go without a copy
+  // (Cap'n Proto needs them word-aligned).
+  const bool external = from != nullptr && reinterpret_cast<uintptr_t>(bytes.begin()) % sizeof(capnp::word) == 0;
+  auto request = link->peer.dataRequest(capnp::MessageSize{external ? 16 : bytes.size() / 8 + 16, 0});
   request.setSeq(seq_);
   request.setStep(step);
   request.setChunk(chunk);
-  request.setData(bytes);
+  if (external) {
+    request.adoptData(capnp::Orphanage::getForMessageContaining(
+                          static_cast<proto::GroupPeer::DataParams::Builder>(request))
+                          .referenceExternalData(bytes));
+    link->holdSent(from);
+  } else {
+    request.setData(bytes);
+  }
   if (server_.log.should_log(spdlog::level::trace)) {
-    server_.log.trace("{} #{}: sending step {} chunk {} ({} bytes) to {}", what(), seq_, step, chunk, bytes.size(),
-                      peerName(to));
+    server_.log.trace("{} #{}: sending step {} chunk {} ({} bytes{}) to {}", what(), seq_, step, chunk, bytes.size(),
+                      external ? ", no copy" : "", peerName(to));
   }
   kj::Promise<void> previous = kj::READY_NOW;
   if (sendTail_[to]) previous = sendTail_[to]->addBranch();
   auto sent = linkTo(to, previous.then([request = kj::mv(request)]() mutable { return request.send(); })).fork();
   tasks_.add(sent.addBranch());  // a failed send fails the run at once
   sendTail_[to] = kj::heap(kj::mv(sent));
+}
+
+void CollectiveRun::sendWire(uint32_t to, uint32_t step, uint32_t chunk, uint64_t offset, uint64_t bytes) {
+  const auto* base = reinterpret_cast<const kj::byte*>(wire_->hostData());
+  queueSend(to, step, chunk, kj::arrayPtr(base + offset, bytes), wire_);
+}
+
+kj::Promise<void> CollectiveRun::transfer(const std::shared_ptr<compute::Buffer>& src,
+                                          const std::shared_ptr<compute::Buffer>& dst, uint64_t offset,
+                                          uint64_t bytes) {
+  return enqueueDevice([&](compute::Completion done) {
+    server_.engine.enqueueTransfer(request_.owner, src, offset, dst, offset, bytes, std::move(done));
+  });
 }
 
 kj::Promise<void> CollectiveRun::sendRegion(std::vector<uint32_t> to, uint32_t step, uint32_t chunk, Region from,
@@ -386,7 +425,16 @@ void CollectiveRun::prepareReduction() {
   // Direct keeps every member's contribution: member j's at j * total.
   base_ = algo_ == Algo::kDirect ? r_ * total_ : 0;
   scratch_ = allocate((algo_ == Algo::kDirect ? n_ : 1) * total_ * 4);
-  if (algo_ == Algo::kRing) recv_ = allocate(total_ * 4);
+  if (algo_ == Algo::kRing) {
+    // The ring's bytes cross the network through host memory the device
+    // copies to and from (no staging slots): chunks are sent straight out of
+    // the wire buffer and received straight into it or into recvHost_.
+    // Cap'n Proto may read up to 7 bytes past a chunk (word padding): 8 more
+    // bytes keep that inside.
+    wire_ = allocateHost(total_ * 4 + 8);
+    recvHost_ = allocateHost(total_ * 4);
+    recv_ = allocate(total_ * 4);
+  }
   for (size_t i = 0; i < request_.inputs.size(); ++i) {
     const auto& input = request_.inputs[i];
     tasks_.add(convert(input, 0, view(scratch_, compute::DType::F32), base_ + inputOffsets_[i],
@@ -400,12 +448,16 @@ void CollectiveRun::startRing() {
   const uint32_t left = (r_ + n_ - 1) % n_, right = (r_ + 1) % n_;
   for (uint32_t t = 0; t < ringSteps_; ++t) expected_ += segmentChunks(recvSegment(t));
   expectedFrom_[left] = expected_;
+  // This member's own segment goes out of the wire buffer once the device
+  // copied it there, chunk by chunk.
   const uint32_t seg = sendSegment(0);
   const uint64_t chunkElems = chunkBytes_ / 4;
   for (uint64_t c = 0; c < segmentChunks(seg); ++c) {
     const uint64_t begin = segmentBegin(seg) + c * chunkElems;
     const uint64_t count = std::min(chunkElems, segmentBegin(seg + 1) - begin);
-    trackSend(sendRegion({right}, 0, uint32_t(c), Region{scratch_, begin * 4, count * 4}, nullptr));
+    trackSend(transfer(scratch_, wire_, begin * 4, count * 4).then([this, right, c, begin, count]() {
+      sendWire(right, 0, uint32_t(c), begin * 4, count * 4);
+    }));
   }
 }
 
@@ -559,36 +611,64 @@ kj::Promise<void> CollectiveRun::receive(uint32_t from, uint32_t step, uint32_t 
       return bad("this collective moves no data");
   }
   if (data.size() != size) return bad("expected " + std::to_string(size) + " bytes");
-  // Stored data goes on at once (allgather phase, chains): the next member
-  // need not wait for this one's device.
-  bool forwardNow = false;
-  if (forwardTo >= 0 && !reduceIt) {
-    queueSend(uint32_t(forwardTo), forwardStep, chunk, data);
-    forwardNow = true;
-  }
-  // Copy it into a staging slot: then the sender may go on.
-  return server_.staging.acquire().then([this, data, from, chunk, target, offset, size, reduceIt, forwardTo,
-                                         forwardStep, forwardNow](StagingLease lease) {
-    std::memcpy(lease.data(), data.begin(), size);
-    auto uploaded = upload(lease, size, target, offset);
+  if (algo_ == Algo::kRing) {
+    // Straight off the message into host memory the device copies from; no
+    // device work or send touches these bytes of it meanwhile.
+    std::memcpy((reduceIt ? recvHost_ : wire_)->hostData() + offset, data.begin(), size);
     if (!reduceIt) {
-      tasks_.add(kj::mv(uploaded));
+      // Allgather phase: the final values go on at once, and to the device.
+      if (forwardTo >= 0) sendWire(uint32_t(forwardTo), forwardStep, chunk, offset, size);
+      tasks_.add(transfer(wire_, scratch_, offset, size));
       receivedOne(from);
-      return;
+      return kj::READY_NOW;
     }
-    tasks_.add(kj::mv(uploaded));
-    tasks_.add(reduce(offset / 4, offset / 4, size / 4, recv_));
-    if (forwardTo >= 0 && !forwardNow) {
-      // Still in the ring's reduce phase: send the partial sum on.
-      const auto next = uint32_t(forwardTo);
-      tasks_.add(download(lease, scratch_, offset, size).then([this, lease, next, forwardStep, chunk, size, from]() {
-        queueSend(next, forwardStep, chunk, kj::arrayPtr(reinterpret_cast<const kj::byte*>(lease.data()), size));
-        receivedOne(from);
-      }));
-      return;
-    }
+    pendingReduce_.push_back({from, chunk, forwardStep, forwardTo, offset, size});
+    if (reducesInFlight_ < kMaxReducesInFlight) flushReduces();
+    return kj::READY_NOW;
+  }
+  // Stored data goes on at once (chains): the next member need not wait
+  // for this one's device.
+  if (forwardTo >= 0) queueSend(uint32_t(forwardTo), forwardStep, chunk, data);
+  // Copy it into a staging slot: then the sender may go on.
+  return server_.staging.acquire().then([this, data, from, target, offset, size](StagingLease lease) {
+    std::memcpy(lease.data(), data.begin(), size);
+    tasks_.add(upload(lease, size, target, offset));
     receivedOne(from);
   });
+}
+
+// Chunks received in the ring's reduce phase go to the device, are reduced
+// there, and the partial (or, at the last reduce step, final) sums come back
+// to the wire buffer and go on. Device round trips are few and their
+// latency grows when daemons share a device, so while kMaxReducesInFlight
+// are out, arriving chunks wait and then go together, neighbours merged
+// into one stretch: one transfer, reduction and transfer back for each.
+void CollectiveRun::flushReduces() {
+  if (pendingReduce_.empty()) return;
+  std::vector<PendingReduce> batch = std::move(pendingReduce_);
+  pendingReduce_.clear();
+  std::sort(batch.begin(), batch.end(),
+            [](const PendingReduce& a, const PendingReduce& b) { return a.offset < b.offset; });
+  auto work = kj::heapArrayBuilder<kj::Promise<void>>(batch.size());
+  for (size_t i = 0; i < batch.size();) {
+    size_t j = i + 1;
+    uint64_t end = batch[i].offset + batch[i].size;
+    while (j < batch.size() && batch[j].offset == end) end += batch[j++].size;
+    const uint64_t at = batch[i].offset, bytes = end - at;
+    tasks_.add(transfer(recvHost_, recv_, at, bytes));
+    tasks_.add(reduce(at / 4, at / 4, bytes / 4, recv_));
+    work.add(transfer(scratch_, wire_, at, bytes));
+    i = j;
+  }
+  ++reducesInFlight_;
+  tasks_.add(kj::joinPromises(work.finish()).then([this, batch = std::move(batch)]() {
+    --reducesInFlight_;
+    for (const PendingReduce& p : batch) {
+      if (p.forwardTo >= 0) sendWire(uint32_t(p.forwardTo), p.forwardStep, p.chunk, p.offset, p.size);
+      receivedOne(p.from);
+    }
+    flushReduces();
+  }));
 }
 
 // ------------------------------------------------------------------ outputs

@@ -7,12 +7,15 @@
 //    collective on every member alike, naming both sides, before data moves.
 // 2. Data moves in chunks (groups.chunk_bytes) over the GroupPeer `data`
 //    stream of each link, so Cap'n Proto's flow control paces senders:
-//    - allreduce: ring reduce-scatter then allgather over 2(n-1) steps; a
-//      chunk received is uploaded, reduced into the f32 scratch on the
-//      device and (still in the ring) downloaded and sent on, while later
-//      chunks are in flight. Small tensors go direct instead: every member
-//      sends its whole tensor to every other and each reduces all of them
-//      in rank order (one network hop instead of 2(n-1)).
+//    - allreduce: ring reduce-scatter then allgather over 2(n-1) steps.
+//      Chunks go out of and come into host memory that the device copies
+//      to and from (Engine::allocateHost, enqueueTransfer), with no staging
+//      slots and no copy into messages: a chunk received is copied off its
+//      message, copied to the device, reduced into the f32 scratch there,
+//      copied back and sent on, while later chunks are in flight. Small
+//      tensors go direct instead: every member sends its whole tensor to
+//      every other and each reduces all of them in rank order (one network
+//      hop instead of 2(n-1)).
 //    - reduce_scatter: the ring's first half, ending on this rank's slice.
 //    - broadcast: a pipelined chain from the root.
 //    - allgather: each member sends its tensor to every other.
@@ -85,6 +88,7 @@ class CollectiveRun final : private kj::TaskSet::ErrorHandler {
   // Device work, all in the requesting principal's queue.
   kj::Promise<void> enqueueDevice(const std::function<void(compute::Completion)>& start);
   std::shared_ptr<compute::Buffer> allocate(uint64_t bytes);
+  std::shared_ptr<compute::Buffer> allocateHost(uint64_t bytes);  // Engine::allocateHost
   kj::Promise<void> convert(const compute::TensorView& src, uint64_t srcOffset, const compute::TensorView& dst,
                             uint64_t dstOffset, uint64_t count, double scale);
   // scratch[dstOffset..] = op(scratch[dstOffset..], src[srcOffset..]), f32 elements
@@ -99,10 +103,20 @@ class CollectiveRun final : private kj::TaskSet::ErrorHandler {
   // elsewhere on this device too); one data message queued to a member.
   kj::Promise<void> sendRegion(std::vector<uint32_t> to, uint32_t step, uint32_t chunk, Region from,
                                kj::Maybe<Region> alsoUpload);
-  void queueSend(uint32_t to, uint32_t step, uint32_t chunk, kj::ArrayPtr<const kj::byte> bytes);
+  // `from`: the host buffer `bytes` lie in, which outlives the run; then
+  // the message points into it instead of copying (see PeerLink::sentFrom).
+  void queueSend(uint32_t to, uint32_t step, uint32_t chunk, kj::ArrayPtr<const kj::byte> bytes,
+                 const std::shared_ptr<compute::Buffer>& from = nullptr);
+  // Ring: `bytes` of the wire buffer at byte `offset`, without a copy.
+  void sendWire(uint32_t to, uint32_t step, uint32_t chunk, uint64_t offset, uint64_t bytes);
+  // Ring: the device copies `bytes` at byte `offset` from `src` to `dst`.
+  kj::Promise<void> transfer(const std::shared_ptr<compute::Buffer>& src, const std::shared_ptr<compute::Buffer>& dst,
+                             uint64_t offset, uint64_t bytes);
   // `sending`, its failure naming the member it went to.
   kj::Promise<void> linkTo(uint32_t to, kj::Promise<void> sending);
   void receivedOne(uint32_t from);
+  // Ring: puts the chunks waiting for reduction on the device.
+  void flushReduces();
   // Keeps a sendRegion to wait for before the run may end.
   void trackSend(kj::Promise<void> sending);
   void taskFailed(kj::Exception&& exception) override;
@@ -146,10 +160,22 @@ class CollectiveRun final : private kj::TaskSet::ErrorHandler {
   std::vector<uint64_t> inputOffsets_;                        // per input: elements into the scratch (reductions)
   std::vector<uint64_t> chunkBase_;                           // broadcast: first chunk id of each input, then the total
   std::shared_ptr<compute::Buffer> scratch_;                  // f32 partial results (reductions)
-  std::shared_ptr<compute::Buffer> recv_;                     // ring: f32 chunks as received, before reduction
+  std::shared_ptr<compute::Buffer> recv_;                     // ring: f32 chunks as received, on the device
+  std::shared_ptr<compute::Buffer> recvHost_;                 // ring: the same, as received (host memory)
+  std::shared_ptr<compute::Buffer> wire_;                     // ring: f32 chunks going out (host memory)
   std::vector<std::shared_ptr<compute::Buffer>> outBuffers_;  // broadcast, allgather: outputs being filled
   uint32_t shift_ = 0;                                        // ring: 0 allreduce, 1 reduce_scatter
   uint32_t ringSteps_ = 0;
+
+  // Ring: chunks received for reduction, not yet on the device.
+  struct PendingReduce {
+    uint32_t from, chunk, forwardStep;
+    int64_t forwardTo;
+    uint64_t offset, size;  // bytes
+  };
+  static constexpr uint32_t kMaxReducesInFlight = 2;
+  std::vector<PendingReduce> pendingReduce_;
+  uint32_t reducesInFlight_ = 0;
 
   std::vector<kj::Own<kj::ForkedPromise<void>>> regionSends_;  // this member's own chunks going out
   std::vector<kj::Own<kj::ForkedPromise<void>>> sendTail_;     // per member: the last send queued to it

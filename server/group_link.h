@@ -12,11 +12,15 @@
 #include <capnp/rpc-twoparty.h>
 #include <kj/async-io.h>
 
+#include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
+#include "compute/buffer.h"
 #include "protocol/tensord.capnp.h"
 #include "server/config.h"
 
@@ -50,6 +54,22 @@ class NodeVatNetwork final : public capnp::TwoPartyVatNetwork {
 // An open link to one member. Declaration order is teardown order,
 // reversed: capabilities, then the RPC system, the network and the socket.
 struct PeerLink {
+  // Buffers that data messages queued here point into (sent without a copy,
+  // capnp::Orphanage::referenceExternalData): they must live until those
+  // messages were written. A later call's answer on this link proves that
+  // (one connection writes in order); until then, and when the link goes,
+  // they are released only after the connection below is gone.
+  std::deque<std::pair<uint64_t, std::shared_ptr<compute::Buffer>>> sentFrom;  // (mark, buffer)
+  uint64_t sentMarks = 0;
+  void holdSent(const std::shared_ptr<compute::Buffer>& buffer) {
+    if (sentFrom.empty() || sentFrom.back().second != buffer) sentFrom.emplace_back(sentMarks++, buffer);
+  }
+  uint64_t sentMark() const { return sentMarks; }
+  // Drops the buffers held before `mark` (taken before a call that was answered).
+  void releaseSentBefore(uint64_t mark) {
+    while (!sentFrom.empty() && sentFrom.front().first < mark) sentFrom.pop_front();
+  }
+
   kj::Own<kj::AsyncIoStream> stream;
   kj::Own<NodeVatNetwork> network;
   kj::Own<capnp::RpcSystem<capnp::rpc::twoparty::VatId>> rpc;

@@ -54,7 +54,8 @@ std::shared_ptr<spdlog::logger> makeLogger(std::string_view level, bool journal)
   if (journal) {
     formatter->add_flag<SyslogPriorityFlag>('*').set_pattern("%*%v");
   } else {
-    formatter->set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%^%l%$] %v");
+    // Trace follows single messages: microseconds.
+    formatter->set_pattern(level == "trace" ? "[%Y-%m-%d %H:%M:%S.%f] [%^%l%$] %v" : "[%Y-%m-%d %H:%M:%S.%e] [%^%l%$] %v");
   }
   logger->set_formatter(std::move(formatter));
   logger->set_level(spdlog::level::from_str(std::string(level)));

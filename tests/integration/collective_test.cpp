@@ -27,12 +27,16 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr uint32_t kTimeoutMs = 8000;
+// Small chunks: the sizes tested here cross many of them, so the ring's
+// pipelining and its merging of chunks for the device are exercised.
+constexpr uint64_t kChunkBytes = 64u << 10;
 
 // The cluster's config additions: a log level from TENSORD_TEST_LOG_LEVEL
 // (debugging), plus `extra`.
 ClusterOptions clusterOptions(nlohmann::json extra = nlohmann::json::object()) {
   ClusterOptions options;
   options.timeoutMs = kTimeoutMs;
+  options.chunkBytes = kChunkBytes;
   if (const char* level = std::getenv("TENSORD_TEST_LOG_LEVEL")) extra["log_level"] = level;
   options.extra = std::move(extra);
   return options;
@@ -46,7 +50,9 @@ nlohmann::json clusterAuth(const ClusterOptions& options) {
             {{"principal", "node"}, {"token_sha256", sha256Hex(options.nodeToken)}}}}};
 }
 nlohmann::json clusterGroups(const ClusterOptions& options) {
-  return {{"timeout_ms", options.timeoutMs}, {"node_credentials", {{"token", options.nodeToken}}}};
+  nlohmann::json groups = {{"timeout_ms", options.timeoutMs}, {"node_credentials", {{"token", options.nodeToken}}}};
+  if (options.chunkBytes != 0) groups["chunk_bytes"] = options.chunkBytes;
+  return groups;
 }
 
 // DaemonCluster plus running one thread per member, and TLS clients.

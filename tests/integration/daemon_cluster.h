@@ -21,6 +21,7 @@ namespace tensord::testing {
 struct ClusterOptions {
   std::string nodeToken = "cluster-node-token";  // what members authenticate to each other with
   uint32_t timeoutMs = 10000;                    // the config's groups.timeout_ms
+  uint64_t chunkBytes = 0;                       // the config's groups.chunk_bytes; 0: the daemon's default
   nlohmann::json extra = nlohmann::json::object();  // merged into each member's config too
   std::filesystem::path binary;                     // "" = $TENSORD_BUILD_DIR/server/tensord
 };
@@ -44,6 +45,7 @@ class DaemonCluster {
                   {{"principal", "node"}, {"token_sha256", sha256Hex(options.nodeToken)}}}}}},
               {"groups", {{"timeout_ms", options.timeoutMs}, {"node_credentials", {{"token", options.nodeToken}}}}},
           };
+          if (options.chunkBytes != 0) d.extra["groups"]["chunk_bytes"] = options.chunkBytes;
           d.extra.update(options.extra);
           daemons_[i] = std::make_unique<DaemonProcess>(d);
         } catch (const std::exception& e) {
