@@ -10,15 +10,17 @@
 // need not fill a tile: edge tiles are zero-filled on load, guarded on store.
 //
 // One workgroup per output tile (a 1-D grid over the tiles of a matrix,
-// GROUP_M tile rows at a time), batches over z. A workgroup of 8 subgroups of
-// 32 computes a BM x BN output tile in K steps of BK; the subgroups form a
-// WARPS_M x WARPS_N grid, each owning WM x WN outputs as (WM/16) x (WN/16)
-// f32 accumulator fragments. Tiles of a and b go
+// GROUP_M tile rows at a time), batches over z. A workgroup of NT / 32
+// subgroups of 32 computes a BM x BN output tile in K steps of BK; the
+// subgroups form a WARPS_M x WARPS_N grid, each owning WM x WN outputs as
+// (WM/16) x (WN/16) f32 accumulator fragments. Tiles of a and b go
 // global -> registers -> shared memory (rows padded by 8 halves so the
 // fragment loads of 8 rows hit distinct banks) and fragments are loaded from
-// there. Two shared buffers: the next K tile is fetched into registers while
-// the current one is multiplied, then stored into the other buffer, so one
-// barrier per K step suffices. The epilogue passes each accumulator fragment
+// there. The next K tile is fetched into registers while the current one is
+// multiplied; with two shared buffers it is then stored into the other one,
+// so one barrier per K step suffices. SINGLE_BUF keeps one buffer (room for a
+// K step twice as long within the 48 KiB of shared memory) and stores the
+// tile between two barriers. The epilogue passes each accumulator fragment
 // through shared memory (the A buffers, no longer needed) so every
 // invocation holds 8 consecutive outputs of a row: alpha, beta * c, the
 // conversion to f16 and one 16-byte store.
@@ -26,7 +28,7 @@
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_NV_cooperative_matrix : require
 #extension GL_KHR_shader_subgroup_basic : require
-layout(local_size_x = 256) in;
+layout(local_size_x = NT) in;
 layout(push_constant) uniform Push {
   a_ref a;
   b_ref b;
@@ -41,7 +43,7 @@ const int kScope = 3;  // gl_ScopeSubgroup
 #define FragA fcoopmatNV<16, kScope, 16, 16>
 #define FragAcc fcoopmatNV<32, kScope, 16, 16>
 
-const uint WARPS_M = BM / WM, WARPS_N = BN / WN;  // 8 subgroups in all
+const uint WARPS_M = BM / WM, WARPS_N = BN / WN;  // NT / 32 subgroups in all
 const uint FM = WM / 16u, FN = WN / 16u;          // fragments per subgroup
 const uint KV = BK / 8u;                          // uvec4s along k of one tile row
 
@@ -57,10 +59,15 @@ const uint BTILE = BK * BS;
 #endif
 const uint ATILE = BM * AS;
 const uint AV = BM * KV, BV = BN * KV;  // uvec4s of a tile in global memory
-const uint LA = (AV + 255u) / 256u, LB = (BV + 255u) / 256u;  // per invocation
+const uint LA = (AV + NT - 1u) / NT, LB = (BV + NT - 1u) / NT;  // per invocation
 
-shared uvec4 As[max(2u * ATILE, 512u)];  // the epilogue needs 8 x 64
-shared uvec4 Bs[2u * BTILE];
+#ifdef SINGLE_BUF
+const uint NBUF = 1u;
+#else
+const uint NBUF = 2u;
+#endif
+shared uvec4 As[max(NBUF * ATILE, NT * 2u)];  // the epilogue needs 64 per subgroup
+shared uvec4 Bs[NBUF * BTILE];
 uvec4 pa[LA], pb[LB];  // the next K tile, on its way to shared memory
 
 uint M, N, K, lda, ldb;
@@ -69,12 +76,12 @@ uvec4 load8(uint64_t base, uint i) { return Vec8s(base).v[i >> 3]; }
 
 void fetch(uint aoff, uint boff, uint m0, uint n0, uint k0, uint t) {
   [[unroll]] for (uint j = 0u; j < LA; ++j) {
-    uint idx = t + 256u * j;
+    uint idx = t + NT * j;
     uint row = m0 + idx / KV, k = k0 + (idx % KV) * 8u;
     pa[j] = idx < AV && row < M && k < K ? load8(uint64_t(p.a), aoff + row * lda + k) : uvec4(0u);
   }
   [[unroll]] for (uint j = 0u; j < LB; ++j) {
-    uint idx = t + 256u * j;
+    uint idx = t + NT * j;
 #ifdef TRANS_B
     uint col = n0 + idx / KV, k = k0 + (idx % KV) * 8u;
     pb[j] = idx < BV && col < N && k < K ? load8(uint64_t(p.b), boff + col * ldb + k) : uvec4(0u);
@@ -87,11 +94,11 @@ void fetch(uint aoff, uint boff, uint m0, uint n0, uint k0, uint t) {
 
 void stash(uint buf, uint t) {
   [[unroll]] for (uint j = 0u; j < LA; ++j) {
-    uint idx = t + 256u * j;
+    uint idx = t + NT * j;
     if (idx < AV) As[buf * ATILE + (idx / KV) * AS + idx % KV] = pa[j];
   }
   [[unroll]] for (uint j = 0u; j < LB; ++j) {
-    uint idx = t + 256u * j;
+    uint idx = t + NT * j;
 #ifdef TRANS_B
     if (idx < BV) Bs[buf * BTILE + (idx / KV) * BS + idx % KV] = pb[j];
 #else
@@ -99,6 +106,26 @@ void stash(uint buf, uint t) {
 #endif
   }
 }
+
+// One K tile of the product out of shared buffer `cur`: 16 halves of k per
+// step, all of this subgroup's A and B fragments, then every pair.
+#ifdef TRANS_B
+#define LOAD_B_FRAG(f, cur, kk, j) coopMatLoadNV(f, Bs, (cur) * BTILE + (wn + 16u * (j)) * BS + (kk), BS, true)
+#else
+#define LOAD_B_FRAG(f, cur, kk, j) \
+  coopMatLoadNV(f, Bs, (cur) * BTILE + (kk) * 8u * BS + (wn + 16u * (j)) / 8u, BS, false)
+#endif
+#define MMA_TILE(cur)                                                                                  \
+  [[unroll]] for (uint kk = 0u; kk < KV; kk += 2u) {                                                   \
+    FragA fa[FM], fb[FN];                                                                              \
+    [[unroll]] for (uint i = 0u; i < FM; ++i) {                                                        \
+      coopMatLoadNV(fa[i], As, (cur) * ATILE + (wm + 16u * i) * AS + kk, AS, false);                   \
+    }                                                                                                  \
+    [[unroll]] for (uint j = 0u; j < FN; ++j) LOAD_B_FRAG(fb[j], cur, kk, j);                          \
+    [[unroll]] for (uint i = 0u; i < FM; ++i) {                                                        \
+      [[unroll]] for (uint j = 0u; j < FN; ++j) acc[i][j] = coopMatMulAddNV(fa[i], fb[j], acc[i][j]);  \
+    }                                                                                                  \
+  }
 
 void main() {
   M = p.meta.v[0], N = p.meta.v[1], K = p.meta.v[2];
@@ -136,6 +163,19 @@ void main() {
       [[unroll]] for (uint i = 0u; i < FM; ++i) {
         [[unroll]] for (uint j = 0u; j < FN; ++j) acc[i][j] = FragAcc(0.0);
       }
+#ifdef SINGLE_BUF
+      // One shared buffer: the next tile is fetched into registers while the
+      // current one is multiplied, and stored between two barriers.
+      fetch(aoff, boff, m0, n0, 0u, t);
+      for (uint kt = 0u; kt < kTiles; ++kt) {
+        barrier();
+        stash(0u, t);
+        barrier();
+        if (kt + 1u < kTiles) fetch(aoff, boff, m0, n0, (kt + 1u) * BK, t);
+        MMA_TILE(0u)
+      }
+      barrier();  // the epilogue reuses As
+#else
       fetch(aoff, boff, m0, n0, 0u, t);
       stash(0u, t);
       barrier();
@@ -143,25 +183,11 @@ void main() {
         uint cur = kt & 1u;
         bool more = kt + 1u < kTiles;
         if (more) fetch(aoff, boff, m0, n0, (kt + 1u) * BK, t);
-        [[unroll]] for (uint kk = 0u; kk < KV; kk += 2u) {  // 16 halves of k per step
-          FragA fa[FM], fb[FN];
-          [[unroll]] for (uint i = 0u; i < FM; ++i) {
-            coopMatLoadNV(fa[i], As, cur * ATILE + (wm + 16u * i) * AS + kk, AS, false);
-          }
-          [[unroll]] for (uint j = 0u; j < FN; ++j) {
-#ifdef TRANS_B
-            coopMatLoadNV(fb[j], Bs, cur * BTILE + (wn + 16u * j) * BS + kk, BS, true);
-#else
-            coopMatLoadNV(fb[j], Bs, cur * BTILE + kk * 8u * BS + (wn + 16u * j) / 8u, BS, false);
-#endif
-          }
-          [[unroll]] for (uint i = 0u; i < FM; ++i) {
-            [[unroll]] for (uint j = 0u; j < FN; ++j) acc[i][j] = coopMatMulAddNV(fa[i], fb[j], acc[i][j]);
-          }
-        }
+        MMA_TILE(cur)
         if (more) stash(cur ^ 1u, t);
         barrier();
       }
+#endif
       // Epilogue: each subgroup owns 64 uvec4s (a 16x16 f32 fragment) of As.
       uint frag = warp * 64u, row = lane >> 1u, half8 = (lane & 1u) * 8u;
       [[unroll]] for (uint i = 0u; i < FM; ++i) {
