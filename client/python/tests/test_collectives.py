@@ -110,11 +110,17 @@ def test_form_group_and_group_list(clients, daemons):
 def test_group_create_from_a_thread_per_member(daemons):
     members = [d.address for d in daemons]
     results, errors = [None] * 3, [None] * 3
+    # A member that deletes the group while another is still forming it
+    # takes its links away from under that one: delete once all are ready.
+    formed = threading.Barrier(3, timeout=60)
 
     def join(rank):
         try:
             c = daemons[rank].connect()  # a client belongs to its thread
-            results[rank] = c.group_create("threads", members)  # rank: this client's place in members
+            try:
+                results[rank] = c.group_create("threads", members)  # rank: this client's place in members
+            finally:
+                formed.wait()
             c.group_delete("threads")
         except Exception as error:
             errors[rank] = error
