@@ -630,11 +630,11 @@ kj::Promise<void> CollectiveRun::receive(uint32_t from, uint32_t step, uint32_t 
   // for this one's device.
   if (forwardTo >= 0) queueSend(uint32_t(forwardTo), forwardStep, chunk, data);
   // Copy it into a staging slot: then the sender may go on.
-  return server_.staging.acquire().then([this, data, from, target, offset, size](StagingLease lease) {
+  return receiving_.wrap(server_.staging.acquire().then([this, data, from, target, offset, size](StagingLease lease) {
     std::memcpy(lease.data(), data.begin(), size);
     tasks_.add(upload(lease, size, target, offset));
     receivedOne(from);
-  });
+  }));
 }
 
 // Chunks received in the ring's reduce phase go to the device, are reduced

@@ -179,7 +179,10 @@ class CollectiveRun final : private kj::TaskSet::ErrorHandler {
 
   std::vector<kj::Own<kj::ForkedPromise<void>>> regionSends_;  // this member's own chunks going out
   std::vector<kj::Own<kj::ForkedPromise<void>>> sendTail_;     // per member: the last send queued to it
-  kj::TaskSet tasks_{*this};                                   // last: chunk work goes first
+  // Chunks waiting for a staging slot: their promises belong to the link
+  // that delivered them and may outlive the run; they are dropped with it.
+  kj::Canceler receiving_;
+  kj::TaskSet tasks_{*this};  // last: chunk work goes first
 };
 
 }  // namespace tensord::server
