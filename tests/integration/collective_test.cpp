@@ -278,6 +278,16 @@ void checkEveryKind(Cluster& cluster, bool large) {
       auto hm = c.collective("g", "allreduce", {h}, {{"op", std::string("mean")}});
       expectClose(readAs(hm.at(0), DType::F16), reference("mean", n, big, 98, DType::F16), DType::F16,
                   "large f16 mean");
+      // reduce_scatter over several chunks per segment.
+      const int64_t rows = 1001 * n, cols = 67;
+      const size_t count = size_t(rows * cols), slice = count / n;
+      auto rs = c.upload(DType::F32, Shape{rows, cols}, asBytes(valuesOf(r, count, 97, DType::F32)));
+      auto part = c.collective("g", "reduce_scatter", {rs}).at(0);
+      EXPECT_EQ(part.shape(), (Shape{rows / n, cols}));
+      auto full = reference("sum", n, count, 97, DType::F32);
+      expectClose(floatsFromBytes(part.bytes()),
+                  std::vector<double>(full.begin() + r * slice, full.begin() + (r + 1) * slice), DType::F32,
+                  "large reduce_scatter");
     }
     // A bucket of two tensors of different dtypes, in place.
     auto a = c.upload(DType::F32, Shape{3}, asBytes(valuesOf(r, 3, 50, DType::F32)));
