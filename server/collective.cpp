@@ -111,12 +111,9 @@ kj::Promise<CollectiveOutputs> CollectiveRun::run() {
             if (!agreed_ && !fromPeer_) {
               // Tell the others at once rather than let them wait for the timeout.
               for (uint32_t r = 0; r < n_; ++r) {
-                PeerLink* link = r == r_ ? nullptr : group_.outLink(r);
+                RemoteLink* link = r == r_ ? nullptr : group_.outLink(r);
                 if (link == nullptr) continue;
-                auto abort = link->peer.abortRequest();
-                abort.setSeq(seq_);
-                abort.setReason(reason);
-                group_.tasks_.add(abort.send().ignoreResult());
+                group_.tasks_.add(link->abort(seq_, reason));
               }
             }
             if (moving_ || timedOut_) group_.breakGroup(reason);
@@ -148,24 +145,12 @@ kj::Promise<void> CollectiveRun::exchangeHeaders() {
   auto answered = kj::heapArrayBuilder<kj::Promise<void>>(n_ - 1);
   for (uint32_t r = 0; r < n_; ++r) {
     if (r == r_) continue;
-    PeerLink* link = group_.outLink(r);
+    RemoteLink* link = group_.outLink(r);
     if (link == nullptr) return failed(what() + ": no link to " + peerName(r));
-    auto request = link->peer.headerRequest();
-    auto h = request.initHeader();
-    h.setSeq(mine.seq);
-    h.setKind(mine.kind);
-    h.setOp(mine.op);
-    h.setRoot(mine.root);
-    auto inputs = h.initInputs(capnp::uint(mine.inputs.size()));
-    for (size_t i = 0; i < mine.inputs.size(); ++i) fillDesc(inputs[capnp::uint(i)], mine.inputs[i]);
-    // The answer also proves that every earlier message on the link was
-    // written: the buffers earlier collectives sent from may go.
-    const uint64_t mark = link->sentMark();
-    auto sent = linkTo(r, request.send().ignoreResult()).fork();
+    // Its answer also releases the buffers earlier collectives sent from.
+    auto sent = linkTo(r, link->header(mine)).fork();
     tasks_.add(sent.addBranch());  // a failure fails the run at once
-    answered.add(sent.addBranch().then([this, r, mark]() {
-      if (PeerLink* l = group_.outLink(r)) l->releaseSentBefore(mark);
-    }));
+    answered.add(sent.addBranch());
   }
   group_.headers_[seq_][r_] = std::move(mine);
   server_.log.debug("{}: collective #{} sent its header; {} of {} here", what(), seq_, group_.headers_[seq_].size(),
@@ -301,30 +286,14 @@ kj::Promise<void> CollectiveRun::linkTo(uint32_t to, kj::Promise<void> sending) 
 
 void CollectiveRun::queueSend(uint32_t to, uint32_t step, uint32_t chunk, kj::ArrayPtr<const kj::byte> bytes,
                               const std::shared_ptr<compute::Buffer>& from) {
-  PeerLink* link = group_.outLink(to);
+  RemoteLink* link = group_.outLink(to);
   if (link == nullptr) kj::throwFatalException(failed(what() + ": no link to " + peerName(to)));
-  // Bytes in a host buffer that outlives the message go without a copy
-  // (Cap'n Proto needs them word-aligned).
-  const bool external = from != nullptr && reinterpret_cast<uintptr_t>(bytes.begin()) % sizeof(capnp::word) == 0;
-  auto request = link->peer.dataRequest(capnp::MessageSize{external ? 16 : bytes.size() / 8 + 16, 0});
-  request.setSeq(seq_);
-  request.setStep(step);
-  request.setChunk(chunk);
-  if (external) {
-    request.adoptData(capnp::Orphanage::getForMessageContaining(
-                          static_cast<proto::GroupPeer::DataParams::Builder>(request))
-                          .referenceExternalData(bytes));
-    link->holdSent(from);
-  } else {
-    request.setData(bytes);
-  }
   if (server_.log.should_log(spdlog::level::trace)) {
     server_.log.trace("{} #{}: sending step {} chunk {} ({} bytes{}) to {}", what(), seq_, step, chunk, bytes.size(),
-                      external ? ", no copy" : "", peerName(to));
+                      from ? ", no copy" : "", peerName(to));
   }
-  kj::Promise<void> previous = kj::READY_NOW;
-  if (sendTail_[to]) previous = sendTail_[to]->addBranch();
-  auto sent = linkTo(to, previous.then([request = kj::mv(request)]() mutable { return request.send(); })).fork();
+  // The link sends in the order queued, each once the one before was taken.
+  auto sent = linkTo(to, link->data(seq_, step, chunk, bytes, from)).fork();
   tasks_.add(sent.addBranch());  // a failed send fails the run at once
   sendTail_[to] = kj::heap(kj::mv(sent));
 }

@@ -6,7 +6,8 @@
 //    to every other member and waits for theirs; any difference fails the
 //    collective on every member alike, naming both sides, before data moves.
 // 2. Data moves in chunks (groups.chunk_bytes) over the GroupPeer `data`
-//    stream of each link, so Cap'n Proto's flow control paces senders:
+//    stream of each link, so Cap'n Proto's flow control paces senders (the
+//    links this member sends through run on the LinkThread, group_link.h):
 //    - allreduce: ring reduce-scatter then allgather over 2(n-1) steps.
 //      Chunks go out of and come into host memory that the device copies
 //      to and from (Engine::allocateHost, enqueueTransfer), with no staging
@@ -29,7 +30,9 @@
 // timeout) fails the run at once; every promise of it is then dropped and
 // its device buffers go back when the device is done with them.
 //
-// Threads: the event-loop thread only. The Group outlives its runs.
+// Threads: the event-loop thread only; sends are handed to the group's
+// RemoteLinks, which write them on the link thread. The Group outlives its
+// runs.
 
 #include <kj/async.h>
 

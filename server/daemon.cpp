@@ -252,7 +252,7 @@ int runDaemon(const Config& config, const std::filesystem::path& configPath, std
   // here first, so the static groups start forming right after it.
   std::unique_ptr<GroupRegistry> groups;
   try {
-    groups = std::make_unique<GroupRegistry>(state, io.provider->getNetwork());
+    groups = std::make_unique<GroupRegistry>(state);
   } catch (const ConfigError& e) {
     log->error("{}", e.what());
     return 1;

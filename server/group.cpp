@@ -40,7 +40,7 @@ std::vector<std::string> texts(const std::vector<MemberAddress>& members) {
 
 std::string collectiveWhat(const std::string& kind, const std::string& group) { return kind + " on group " + group; }
 
-Group::Group(ServerState& server, NodeDialer& dialer, std::string name, std::vector<MemberAddress> members,
+Group::Group(ServerState& server, LinkThread& links, std::string name, std::vector<MemberAddress> members,
              uint32_t rank, std::string origin)
     : name(std::move(name)),
       members(std::move(members)),
@@ -48,7 +48,7 @@ Group::Group(ServerState& server, NodeDialer& dialer, std::string name, std::vec
       origin(std::move(origin)),
       nonce(randomNonce()),
       server_(server),
-      dialer_(dialer),
+      links_(links),
       out_(this->members.size()),
       in_(this->members.size(), nullptr),
       dialErrors_(this->members.size()),
@@ -86,14 +86,14 @@ void Group::startForming(std::optional<kj::TimePoint> deadline) {
 }
 
 void Group::dialLoop(uint32_t r, std::optional<kj::TimePoint> deadline) {
-  tasks_.add(dialer_.dial(members[r], name, texts(members), rank, nonce)
+  tasks_.add(links_.dial(members[r], name, texts(members), rank, nonce)
                  .then(
-                     [this, r](kj::Own<PeerLink> link) -> kj::Promise<void> {
+                     [this, r](kj::Own<RemoteLink> link) -> kj::Promise<void> {
                        if (state_ != State::kForming) return kj::READY_NOW;  // dropped: the group broke meanwhile
                        server_.log.debug("group {}: linked to {}", name, memberName(r));
-                       PeerLink& l = *link;
+                       RemoteLink& l = *link;
                        out_[r] = kj::mv(link);
-                       tasks_.add(l.network->onDisconnect().then([this, r]() {
+                       tasks_.add(l.onDisconnect().then([this, r]() {
                          breakGroup("the link to " + memberName(r) + " closed (the member stopped or left)");
                        }));
                        checkReady();
@@ -195,7 +195,7 @@ void Group::breakGroup(const std::string& why) {
   }
   // Closing the links tells the other members. Not from inside a callback
   // of one of them, and after a moment, so an abort just sent goes first.
-  auto links = kj::heapArrayBuilder<kj::Own<PeerLink>>(out_.size());
+  auto links = kj::heapArrayBuilder<kj::Own<RemoteLink>>(out_.size());
   for (auto& link : out_) links.add(kj::mv(link));
   server_.addTask(server_.timer.afterDelay(kLinkLinger).then([links = links.finish()]() {}));
 }
@@ -225,10 +225,7 @@ kj::Promise<CollectiveOutputs> Group::runCollective(uint64_t seq, kj::Promise<Co
                         // The inputs did not resolve here: the other members fail it too.
                         for (uint32_t r = 0; r < size(); ++r) {
                           if (r == rank || !out_[r]) continue;
-                          auto abort = out_[r]->peer.abortRequest();
-                          abort.setSeq(seq);
-                          abort.setReason(e.getDescription());
-                          tasks_.add(abort.send().ignoreResult());
+                          tasks_.add(out_[r]->abort(seq, e.getDescription().cStr()));
                         }
                         return kj::mv(e);
                       })
@@ -325,8 +322,8 @@ kj::Promise<void> GroupPeerImpl::abort(AbortContext context) {
 
 // ------------------------------------------------------------ GroupRegistry
 
-GroupRegistry::GroupRegistry(ServerState& server, kj::Network& network)
-    : server_(server), dialer_(server.config.groups, network, server.config.limits.maxMessageBytes) {}
+GroupRegistry::GroupRegistry(ServerState& server)
+    : server_(server), links_(server.config.groups, server.config.limits.maxMessageBytes) {}
 
 GroupRegistry::~GroupRegistry() { closeAll("the daemon is stopping"); }
 
@@ -358,7 +355,7 @@ kj::Promise<std::shared_ptr<Group>> GroupRegistry::create(const std::string& nam
     it->second->breakGroup("replaced by a new groupCreate");
     groups_.erase(it);
   }
-  auto group = std::make_shared<Group>(server_, dialer_, name, std::move(members), rank, origin);
+  auto group = std::make_shared<Group>(server_, links_, name, std::move(members), rank, origin);
   groups_[name] = group;
   const kj::TimePoint deadline = server_.timer.now() + timeoutMs * kj::MILLISECONDS;
   group->startForming(deadline);
@@ -383,7 +380,7 @@ void GroupRegistry::formStatic() {
     for (size_t i = 0; i < config.members.size(); ++i) {
       members.push_back(parseMemberAddress(config.members[i], "groups.static"));
     }
-    auto group = std::make_shared<Group>(server_, dialer_, config.name, std::move(members), config.rank, "config");
+    auto group = std::make_shared<Group>(server_, links_, config.name, std::move(members), config.rank, "config");
     groups_[config.name] = group;
     server_.log.info("group {}: forming as rank {} of {} (groups.static)", config.name, config.rank,
                      config.members.size());

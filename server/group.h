@@ -3,7 +3,8 @@
 //
 // A Group is one formation of a named group on this daemon: its members
 // (by rank), this daemon's rank, and two links per fellow member: the one
-// this daemon dialed (NodeDialer; this daemon sends through it) and the one
+// this daemon dialed (a RemoteLink on the LinkThread; this daemon sends
+// through it) and the one
 // the member dialed here (a GroupPeerImpl; the member sends through it). So
 // every byte a daemon receives comes over a connection it authenticated and
 // authorized (`@collective`) itself. The group is ready once all links are
@@ -37,17 +38,6 @@ namespace tensord::server {
 class CollectiveRun;
 class GroupPeerImpl;
 
-// One member's announcement of a collective (wire: CollectiveHeader).
-struct CollectiveHeader {
-  uint64_t seq = 0;
-  std::string kind;
-  std::string op;
-  uint32_t root = 0;
-  std::vector<compute::TensorDesc> inputs;
-
-  bool operator==(const CollectiveHeader&) const = default;
-};
-
 // A collective as asked for, its inputs resolved (see session_groups.cpp).
 struct CollectiveRequest {
   std::string kind;   // allreduce, broadcast, allgather, reduce_scatter, barrier
@@ -70,7 +60,7 @@ class Group final : public std::enable_shared_from_this<Group>, private kj::Task
  public:
   enum class State { kForming, kReady, kBroken };
 
-  Group(ServerState& server, NodeDialer& dialer, std::string name, std::vector<MemberAddress> members, uint32_t rank,
+  Group(ServerState& server, LinkThread& links, std::string name, std::vector<MemberAddress> members, uint32_t rank,
         std::string origin);
   ~Group();
 
@@ -113,7 +103,7 @@ class Group final : public std::enable_shared_from_this<Group>, private kj::Task
   void onAbort(uint32_t from, uint64_t seq, std::string reason);
   void incomingLost(uint32_t from, GroupPeerImpl* impl);
   // The link this daemon sends to member `r` through (null until dialed).
-  PeerLink* outLink(uint32_t r) { return out_[r].get(); }
+  RemoteLink* outLink(uint32_t r) { return out_[r].get(); }
   // Headers of `seq` received so far, by rank (taken by the run).
   std::map<uint32_t, CollectiveHeader>& headers(uint64_t seq) { return headers_[seq]; }
   ServerState& server() { return server_; }
@@ -124,12 +114,12 @@ class Group final : public std::enable_shared_from_this<Group>, private kj::Task
   void taskFailed(kj::Exception&& exception) override;
 
   ServerState& server_;
-  NodeDialer& dialer_;
+  LinkThread& links_;
   State state_ = State::kForming;
   std::string broken_;
   uint64_t collectivesDone_ = 0;
   uint64_t nextSeq_ = 0;
-  std::vector<kj::Own<PeerLink>> out_;   // by rank; null for self and until dialed
+  std::vector<kj::Own<RemoteLink>> out_;  // by rank; null for self and until dialed
   std::vector<GroupPeerImpl*> in_;       // by rank; registered by acceptPeer
   std::vector<std::string> dialErrors_;  // by rank: the last dial failure
   std::vector<kj::Own<kj::PromiseFulfiller<void>>> readyWaiters_;
@@ -164,7 +154,8 @@ class GroupPeerImpl final : public proto::GroupPeer::Server {
 // Every group of this daemon, by name.
 class GroupRegistry {
  public:
-  GroupRegistry(ServerState& server, kj::Network& network);
+  // Starts the link thread; throws ConfigError for bad groups.node_credentials.
+  explicit GroupRegistry(ServerState& server);
   ~GroupRegistry();
 
   // Forms group `name` (replacing one of that name); throws ConfigError-like
@@ -181,7 +172,7 @@ class GroupRegistry {
 
  private:
   ServerState& server_;
-  NodeDialer dialer_;
+  LinkThread links_;
   std::map<std::string, std::shared_ptr<Group>, std::less<>> groups_;
 };
 

@@ -12,8 +12,12 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <future>
+#include <map>
 #include <optional>
 #include <sstream>
+
+#include "server/wire.h"
 
 namespace tensord::server {
 namespace {
@@ -218,6 +222,160 @@ kj::Promise<kj::Own<PeerLink>> NodeDialer::dial(const MemberAddress& to, std::st
             .catch_([](kj::Exception&& e) -> kj::Promise<void> { return during("groupConnect", kj::mv(e)); });
       })
       .then([link = kj::mv(link)]() mutable { return kj::mv(link); });
+}
+
+// ---------------------------------------------------------------- LinkThread
+
+struct LinkThread::Inside {
+  kj::AsyncIoContext& io;
+  std::unique_ptr<NodeDialer> dialer;
+  std::map<PeerLink*, kj::Own<PeerLink>> links;
+
+  // The link, unless it was closed meanwhile.
+  PeerLink* find(PeerLink* link) { return links.count(link) ? link : nullptr; }
+};
+
+LinkThread::LinkThread(const GroupsConfig& config, uint64_t maxMessageBytes) {
+  std::promise<void> started;
+  auto ready = started.get_future();
+  thread_ = std::thread([this, &config, maxMessageBytes, &started] {
+    kj::AsyncIoContext io = kj::setupAsyncIo();
+    Inside inside{io, nullptr, {}};
+    try {
+      inside.dialer = std::make_unique<NodeDialer>(config, io.provider->getNetwork(), maxMessageBytes);
+    } catch (...) {
+      started.set_exception(std::current_exception());
+      return;
+    }
+    auto stop = kj::newPromiseAndCrossThreadFulfiller<void>();
+    stop_ = kj::mv(stop.fulfiller);
+    executor_ = kj::getCurrentThreadExecutor().addRef();
+    inside_ = &inside;
+    started.set_value();
+    stop.promise.wait(io.waitScope);
+    inside.links.clear();
+    inside.dialer.reset();
+  });
+  try {
+    ready.get();
+  } catch (...) {
+    thread_.join();
+    throw;
+  }
+}
+
+LinkThread::~LinkThread() {
+  stop_->fulfill();
+  thread_.join();
+}
+
+kj::Promise<kj::Own<RemoteLink>> LinkThread::dial(const MemberAddress& to, std::string group,
+                                                  std::vector<std::string> members, uint32_t rank, uint64_t nonce) {
+  Inside* inside = inside_;
+  return executor_
+      ->executeAsync([inside, to, group = std::move(group), members = std::move(members), rank, nonce]() mutable {
+        return inside->dialer->dial(to, std::move(group), std::move(members), rank, nonce)
+            .then([inside](kj::Own<PeerLink> link) {
+              PeerLink* raw = link.get();
+              const uint64_t remoteNonce = raw->remoteNonce;
+              inside->links.emplace(raw, kj::mv(link));
+              return std::make_pair(raw, remoteNonce);
+            });
+      })
+      .then([this, inside](std::pair<PeerLink*, uint64_t> got) {
+        return kj::heap<RemoteLink>(executor_->addRef(), inside, got.first, got.second);
+      });
+}
+
+// ---------------------------------------------------------------- RemoteLink
+
+namespace {
+
+kj::Exception linkClosed() { return KJ_EXCEPTION(DISCONNECTED, "the link was closed"); }
+
+}  // namespace
+
+RemoteLink::RemoteLink(kj::Own<const kj::Executor> executor, LinkThread::Inside* inside, PeerLink* link,
+                       uint64_t remoteNonce)
+    : executor_(kj::mv(executor)), inside_(inside), link_(link), remoteNonce_(remoteNonce) {}
+
+RemoteLink::~RemoteLink() {
+  // Once the link thread ended, its links are gone already (and this throws).
+  try {
+    executor_->executeSync([inside = inside_, link = link_]() { inside->links.erase(link); });
+  } catch (const kj::Exception&) {
+  }
+}
+
+kj::Promise<void> RemoteLink::header(CollectiveHeader header) {
+  return executor_->executeAsync([inside = inside_, link = link_, h = std::move(header)]() -> kj::Promise<void> {
+    PeerLink* l = inside->find(link);
+    if (l == nullptr) return linkClosed();
+    auto request = l->peer.headerRequest();
+    auto wire = request.initHeader();
+    wire.setSeq(h.seq);
+    wire.setKind(h.kind);
+    wire.setOp(h.op);
+    wire.setRoot(h.root);
+    auto inputs = wire.initInputs(capnp::uint(h.inputs.size()));
+    for (size_t i = 0; i < h.inputs.size(); ++i) fillDesc(inputs[capnp::uint(i)], h.inputs[i]);
+    // The answer also proves that every earlier message on the link was
+    // written: the buffers earlier collectives sent from may go.
+    const uint64_t mark = l->sentMark();
+    return request.send().ignoreResult().then([inside, link, mark]() {
+      if (PeerLink* l = inside->find(link)) l->releaseSentBefore(mark);
+    });
+  });
+}
+
+kj::Promise<void> RemoteLink::abort(uint64_t seq, std::string reason) {
+  return executor_->executeAsync([inside = inside_, link = link_, seq, reason = std::move(reason)]() -> kj::Promise<void> {
+    PeerLink* l = inside->find(link);
+    if (l == nullptr) return linkClosed();
+    auto request = l->peer.abortRequest();
+    request.setSeq(seq);
+    request.setReason(reason);
+    return request.send().ignoreResult();
+  });
+}
+
+kj::Promise<void> RemoteLink::data(uint64_t seq, uint32_t step, uint32_t chunk, kj::ArrayPtr<const kj::byte> bytes,
+                                   std::shared_ptr<compute::Buffer> from) {
+  // Bytes in a host buffer that outlives the message go without a copy
+  // (Cap'n Proto needs them word-aligned). Others may be gone once this
+  // returns: they are copied here, and into the message on the link thread
+  // (which frees it once written).
+  const bool external = from != nullptr && reinterpret_cast<uintptr_t>(bytes.begin()) % sizeof(capnp::word) == 0;
+  kj::Array<kj::byte> copy = external ? nullptr : kj::heapArray(bytes);
+  if (!external) from = nullptr;
+  return executor_->executeAsync([inside = inside_, link = link_, seq, step, chunk, bytes, from = std::move(from),
+                                  copy = kj::mv(copy)]() mutable -> kj::Promise<void> {
+    PeerLink* l = inside->find(link);
+    if (l == nullptr) return linkClosed();
+    auto request = l->peer.dataRequest(capnp::MessageSize{from ? 16 : bytes.size() / 8 + 16, 0});
+    request.setSeq(seq);
+    request.setStep(step);
+    request.setChunk(chunk);
+    if (from) {
+      request.adoptData(capnp::Orphanage::getForMessageContaining(
+                            static_cast<proto::GroupPeer::DataParams::Builder>(request))
+                            .referenceExternalData(bytes));
+      l->holdSent(from);
+    } else {
+      request.setData(copy);
+    }
+    auto sent = l->dataTail.then([request = kj::mv(request)]() mutable { return request.send(); }).fork();
+    l->dataTail = sent.addBranch();
+    return sent.addBranch();
+  });
+}
+
+kj::Promise<void> RemoteLink::onDisconnect() {
+  return executor_->executeAsync([inside = inside_, link = link_]() -> kj::Promise<void> {
+    PeerLink* l = inside->find(link);
+    if (l == nullptr) return kj::READY_NOW;
+    return l->network->onDisconnect();
+  });
 }
 
 }  // namespace tensord::server

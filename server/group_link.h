@@ -6,8 +6,16 @@
 // the member's GroupPeer capability (Session.groupConnect). So node traffic
 // carries the same TLS, identity and ACL as every other connection.
 //
-// Threads: the event-loop thread only. The NodeDialer must outlive its
-// links' promises; a PeerLink owns its socket, RPC system and capabilities.
+// The links a daemon dialed, the ones it sends through, run on a thread of
+// their own (LinkThread): writing a chunk into a socket costs a copy of
+// every byte, as reading one does, and on the event loop's thread alone both
+// directions of a collective would share one core. The event loop reaches
+// them through RemoteLink; what it receives comes over the connections the
+// members dialed here, on the event loop as before.
+//
+// Threads: NodeDialer and PeerLink on the link thread only; LinkThread and
+// RemoteLink on the event-loop thread that made them. A PeerLink owns its
+// socket, RPC system and capabilities.
 
 #include <capnp/rpc-twoparty.h>
 #include <kj/async-io.h>
@@ -17,14 +25,27 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "compute/buffer.h"
+#include "compute/dtype.h"
 #include "protocol/tensord.capnp.h"
 #include "server/config.h"
 
 namespace tensord::server {
+
+// One member's announcement of a collective (wire: CollectiveHeader).
+struct CollectiveHeader {
+  uint64_t seq = 0;
+  std::string kind;
+  std::string op;
+  uint32_t root = 0;
+  std::vector<compute::TensorDesc> inputs;
+
+  bool operator==(const CollectiveHeader&) const = default;
+};
 
 // One member of a group as written in `members`.
 struct MemberAddress {
@@ -70,6 +91,10 @@ struct PeerLink {
     while (!sentFrom.empty() && sentFrom.front().first < mark) sentFrom.pop_front();
   }
 
+  // The last data message queued: each goes once the one before it was
+  // taken (Cap'n Proto's flow control for streaming calls).
+  kj::Promise<void> dataTail = kj::READY_NOW;
+
   kj::Own<kj::AsyncIoStream> stream;
   kj::Own<NodeVatNetwork> network;
   kj::Own<capnp::RpcSystem<capnp::rpc::twoparty::VatId>> rpc;
@@ -100,6 +125,60 @@ class NodeDialer {
   bool haveCredentials_ = false;
   uint64_t maxMessageBytes_;
   std::unique_ptr<Tls> tls_;
+};
+
+class RemoteLink;
+
+// The thread the dialed links run on, with an event loop of its own.
+class LinkThread {
+ public:
+  // Starts the thread and its NodeDialer; throws ConfigError as NodeDialer does.
+  LinkThread(const GroupsConfig& config, uint64_t maxMessageBytes);
+  ~LinkThread();  // closes every link still open, then ends the thread
+  LinkThread(const LinkThread&) = delete;
+  LinkThread& operator=(const LinkThread&) = delete;
+
+  // NodeDialer::dial on the link thread; resolves on the calling loop.
+  kj::Promise<kj::Own<RemoteLink>> dial(const MemberAddress& to, std::string group, std::vector<std::string> members,
+                                        uint32_t rank, uint64_t nonce);
+
+  struct Inside;  // the link thread's dialer and links; touched on that thread only
+
+ private:
+  std::thread thread_;
+  kj::Own<const kj::Executor> executor_;
+  kj::Own<kj::CrossThreadPromiseFulfiller<void>> stop_;
+  Inside* inside_ = nullptr;
+};
+
+// A link this daemon dialed, used from the event loop: each call runs on the
+// link thread, in the order made, and its promise resolves here.
+class RemoteLink {
+ public:
+  RemoteLink(kj::Own<const kj::Executor> executor, LinkThread::Inside* inside, PeerLink* link, uint64_t remoteNonce);
+  ~RemoteLink();  // closes the link (nothing more is sent on it)
+  RemoteLink(const RemoteLink&) = delete;
+  RemoteLink& operator=(const RemoteLink&) = delete;
+
+  uint64_t remoteNonce() const { return remoteNonce_; }
+
+  // GroupPeer.header; resolves once answered, which also releases the
+  // buffers data sent before it pointed into (see PeerLink::sentFrom).
+  kj::Promise<void> header(CollectiveHeader header);
+  kj::Promise<void> abort(uint64_t seq, std::string reason);
+  // GroupPeer.data. With `from` (a host buffer `bytes` lie in, word-aligned)
+  // the message points into it and the link holds `from`; otherwise the
+  // bytes are copied before this returns. Resolves when the link took it.
+  kj::Promise<void> data(uint64_t seq, uint32_t step, uint32_t chunk, kj::ArrayPtr<const kj::byte> bytes,
+                         std::shared_ptr<compute::Buffer> from);
+  // Resolves when the connection is gone.
+  kj::Promise<void> onDisconnect();
+
+ private:
+  kj::Own<const kj::Executor> executor_;
+  LinkThread::Inside* inside_;
+  PeerLink* link_;
+  uint64_t remoteNonce_;
 };
 
 }  // namespace tensord::server
