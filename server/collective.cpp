@@ -343,7 +343,14 @@ void CollectiveRun::receivedOne(uint32_t from) {
 
 // --------------------------------------------------------------------- plan
 
-uint64_t CollectiveRun::segmentBegin(uint32_t k) const { return total_ * k / n_; }
+// allreduce's segment boundaries fall on 16 elements (64 bytes), so every
+// chunk can be sent straight out of the wire buffer (Cap'n Proto needs them
+// word-aligned); reduce_scatter's are the output slices themselves.
+uint64_t CollectiveRun::segmentBegin(uint32_t k) const {
+  const uint64_t exact = total_ * k / n_;
+  if (k >= n_ || request_.kind == "reduce_scatter") return exact;
+  return exact / 16 * 16;
+}
 
 uint64_t CollectiveRun::segmentChunks(uint32_t k) const {
   return chunkCount((segmentBegin(k + 1) - segmentBegin(k)) * 4);
