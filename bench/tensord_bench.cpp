@@ -1,14 +1,17 @@
 // tensord_bench: drives a real tensord over loopback and prints, from one
 // run, its figures next to a bare Cap'n Proto floor measured in the same run:
-//   - tiny-op round trip p50/p99 vs a trivial Cap'n Proto call;
+//   - tiny-op round trip p50/p99 vs a trivial Cap'n Proto call, and the
+//     fixed cost of a transfer (4 bytes up, 4 bytes down) vs the same call;
 //   - a 100-op pipelined chain vs 100 sequential round trips and vs one
 //     bare round trip;
 //   - 8 and 64 clients at once issuing tiny ops: throughput and p99;
-//   - upload/download GB/s vs a bare `-> stream` of the same bytes.
+//   - upload/download GB/s vs a bare `-> stream` of the same bytes; downloads
+//     both into a fresh vector (bytes()) and into a reused buffer (bytesInto()).
 // It starts its own daemon on 127.0.0.1:0 unless --connect names one.
 
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -180,7 +183,7 @@ ManyClients runClients(const ConnectOptions& connect, int clients, int calls) {
 }
 
 struct TransferTimes {
-  std::vector<double> upload, download;
+  std::vector<double> upload, download, downloadInto;
 };
 
 int run(const Options& o) {
@@ -214,6 +217,21 @@ int run(const Options& o) {
     if (i >= warmup) tiny.push_back(since(start));
   }
 
+  // The fixed cost of a transfer, with no bytes to speak of: a 4-byte upload
+  // waited for, and a 4-byte download into a reused buffer.
+  std::vector<double> tinyUp, tinyDown;
+  std::array<std::byte, 4> four{};
+  Tensor small = client.upload(DType::U8, Shape{4}, std::span(source.data(), 4));
+  for (int i = 0; i < warmup + o.iterations; ++i) {
+    auto start = Clock::now();
+    client.upload(DType::U8, Shape{4}, std::span(source.data(), 4)).wait();
+    if (i >= warmup) tinyUp.push_back(since(start));
+    start = Clock::now();
+    small.bytesInto(four);
+    if (i >= warmup) tinyDown.push_back(since(start));
+    if (std::memcmp(four.data(), source.data(), 4) != 0) throw std::runtime_error("a 4-byte download differs");
+  }
+
   // Chains of adds: all pipelined (one wait) vs one round trip each.
   std::vector<double> pipelined, sequential;
   for (int r = 0; r < o.chainRepeats; ++r) {
@@ -244,6 +262,9 @@ int run(const Options& o) {
   for (uint64_t bytes : o.sizes) {
     auto& t = transfers.emplace_back();
     repeats.push_back(repeatsFor(o, bytes));
+    // The caller's buffer, reused by every repeat: its pages are faulted in
+    // once, here, as a framework's pinned destination tensor would be.
+    std::vector<std::byte> reused(bytes);
     for (int r = 0; r < repeats.back(); ++r) {
       auto start = Clock::now();
       Tensor tensor = client.upload(DType::F32, Shape{int64_t(bytes / 4)}, std::span(source.data(), bytes));
@@ -254,6 +275,13 @@ int run(const Options& o) {
       t.download.push_back(since(start));
       if (back.size() != bytes || std::memcmp(back.data(), source.data(), bytes) != 0) {
         throw std::runtime_error("a downloaded tensor differs from the uploaded bytes");
+      }
+      std::memset(reused.data(), 0xA5, bytes);  // so a download that lands nothing cannot pass
+      start = Clock::now();
+      tensor.bytesInto(reused);
+      t.downloadInto.push_back(since(start));
+      if (std::memcmp(reused.data(), source.data(), bytes) != 0) {
+        throw std::runtime_error("a tensor downloaded into a reused buffer differs from the uploaded bytes");
       }
     }
   }
@@ -282,6 +310,11 @@ int run(const Options& o) {
     double t = percentile(tiny, p), f = percentile(floor.pingSeconds, p);
     row("tiny op (add, 1 element) p" + std::to_string(int(p)), {micros(t), micros(f), ratio(t / f)});
   }
+  for (const auto& [label, times] :
+       {std::pair{"upload 4 bytes + wait p50", &tinyUp}, {"download 4 bytes p50", &tinyDown}}) {
+    double t = percentile(*times, 50), f = percentile(floor.pingSeconds, 50);
+    row(label, {micros(t), micros(f), ratio(t / f)});
+  }
 
   std::printf("\nchain of %d ops (add, 1 element), median of %d\n", kChainLength, o.chainRepeats);
   row("", {"tensord", "capnp floor", "ratio"});
@@ -299,15 +332,20 @@ int run(const Options& o) {
          micros(percentile(m.latencies, 99))});
   }
 
-  std::printf("\ntransfers (GB = 1e9 bytes; floor: `-> stream` in 1 MiB chunks), median\n");
+  std::printf(
+      "\ntransfers (GB = 1e9 bytes; floor: `-> stream` in 1 MiB chunks), median;\n"
+      "\"download\" lands in a fresh vector (bytes()), \"into reused\" in one buffer (bytesInto())\n");
   row("", {"tensord", "capnp floor", "tensord/floor"});
   for (size_t s = 0; s < o.sizes.size(); ++s) {
     uint64_t bytes = o.sizes[s];
     double up = median(transfers[s].upload), down = median(transfers[s].download);
+    double into = median(transfers[s].downloadInto);
     double fUp = median(floor.uploadSeconds[s]), fDown = median(floor.downloadSeconds[s]);
     std::string repeatsNote = " (x" + std::to_string(repeats[s]) + ")";
     row("upload " + sizeName(bytes) + repeatsNote, {gbps(bytes, up), gbps(bytes, fUp), ratio(fUp / up)});
     row("download " + sizeName(bytes) + repeatsNote, {gbps(bytes, down), gbps(bytes, fDown), ratio(fDown / down)});
+    row("download into reused " + sizeName(bytes) + repeatsNote,
+        {gbps(bytes, into), gbps(bytes, fDown), ratio(fDown / into)});
   }
   std::fflush(stdout);
 

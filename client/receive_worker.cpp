@@ -2,11 +2,13 @@
 
 #include "client/receive_worker.h"
 
+#include <kj/debug.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 
 namespace tensord::detail {
 
@@ -20,25 +22,47 @@ namespace {
 // small enough that a chunk arriving meanwhile waits little.
 constexpr size_t kPrefaultStep = size_t(2) << 20;
 
+// Faults in the whole pages inside `memory` for writing, without touching
+// their contents; false where the kernel cannot.
+bool prefault(std::span<std::byte> memory) {
+  static const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(memory.data());
+  const uintptr_t first = (begin + page - 1) & ~(page - 1);  // whole pages inside `memory`
+  const uintptr_t last = (begin + memory.size()) & ~(page - 1);
+  return last <= first || madvise(reinterpret_cast<void*>(first), last - first, MADV_POPULATE_WRITE) == 0;
+}
+
 }  // namespace
+
+void SpanLanding::append(const std::byte* bytes, size_t n) {
+  if (n == 0) return;
+  std::memcpy(out_.data() + landed_, bytes, n);
+  landed_ += n;
+}
 
 struct ReceiveWorker::Job {
   kj::ArrayPtr<const kj::byte> bytes;
   kj::Own<kj::CrossThreadPromiseFulfiller<void>> copied;
 };
 
-ReceiveWorker::ReceiveWorker(std::vector<std::byte>& destination)
-    : destination_(destination), thread_([this] { run(); }) {}
+ReceiveWorker::ReceiveWorker(Landing& destination) : destination_(destination), thread_([this] { run(); }) {}
 
 ReceiveWorker::~ReceiveWorker() { stop(); }
 
 void ReceiveWorker::stop() {
+  std::deque<const Job*> abandoned;
   {
     std::lock_guard lock(mutex_);
     stop_ = true;
+    abandoned.swap(queue_);
   }
   wake_.notify_all();
   if (thread_.joinable()) thread_.join();
+  // The promises of these jobs still exist (forget() takes a job out of the
+  // queue when its promise goes), on this thread.
+  for (const Job* job : abandoned) {
+    job->copied->reject(KJ_EXCEPTION(FAILED, "download abandoned: its bytes are no longer wanted"));
+  }
 }
 
 kj::Promise<void> ReceiveWorker::append(kj::ArrayPtr<const kj::byte> bytes) {
@@ -46,6 +70,7 @@ kj::Promise<void> ReceiveWorker::append(kj::ArrayPtr<const kj::byte> bytes) {
   auto job = kj::heap<Job>(Job{bytes, kj::mv(paf.fulfiller)});
   {
     std::lock_guard lock(mutex_);
+    if (stop_) return KJ_EXCEPTION(FAILED, "download abandoned: its bytes are no longer wanted");
     queue_.push_back(job.get());
   }
   wake_.notify_one();
@@ -74,7 +99,7 @@ void ReceiveWorker::run() {
       queue_.pop_front();
       const auto* begin = reinterpret_cast<const std::byte*>(current_->bytes.begin());
       lock.unlock();
-      destination_.insert(destination_.end(), begin, begin + current_->bytes.size());
+      destination_.append(begin, current_->bytes.size());
       lock.lock();
       current_->copied->fulfill();
       current_ = nullptr;
@@ -91,16 +116,13 @@ void ReceiveWorker::run() {
 }
 
 bool ReceiveWorker::prefaultNext() {
-  const size_t end = destination_.capacity();
-  const size_t from = std::max(prefaulted_, destination_.size());
-  if (from >= end) return false;
-  const size_t to = std::min(end, from + kPrefaultStep);
-  static const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
-  const uintptr_t base = reinterpret_cast<uintptr_t>(destination_.data());
-  const uintptr_t first = (base + from + page - 1) & ~(page - 1);  // whole pages inside [from, to)
-  const uintptr_t last = (base + to) & ~(page - 1);
-  if (last > first && madvise(reinterpret_cast<void*>(first), last - first, MADV_POPULATE_WRITE) != 0) return false;
-  prefaulted_ = to;
+  const std::span<std::byte> ahead = destination_.ahead();
+  const std::byte* end = ahead.data() + ahead.size();
+  const std::byte* from = std::max<const std::byte*>(prefaulted_, ahead.data());
+  if (ahead.empty() || from >= end) return false;
+  const size_t step = std::min<size_t>(size_t(end - from), kPrefaultStep);
+  if (!prefault(ahead.subspan(size_t(from - ahead.data()), step))) return false;
+  prefaulted_ = from + step;
   return true;
 }
 

@@ -4,14 +4,15 @@
 //
 // A download's event loop reads one chunk after another from the socket; the
 // copy of a chunk into the destination (a fresh std::vector, whose pages the
-// kernel faults in and zeroes on first touch) would otherwise run between
-// those reads, on the same thread. Here the loop hands the chunk to the
-// worker and goes back to the socket; the worker appends it, and while it
-// waits for the next chunk it faults in the destination's next pages
-// (MADV_POPULATE_WRITE, where the kernel has it).
+// kernel faults in and zeroes on first touch, or memory the caller owns)
+// would otherwise run between those reads, on the same thread. Here the loop
+// hands the chunk to the worker and goes back to the socket; the worker
+// lands it, and while it waits for the next chunk it faults in the
+// destination's next pages (MADV_POPULATE_WRITE, where the kernel has it;
+// pages already there cost a page-table walk).
 //
-// Threads: construct, append() and destroy on the event-loop thread that
-// receives the download; the worker is the only thread that touches the
+// Threads: construct, append(), stop() and destroy on the event-loop thread
+// that receives the download; the worker is the only thread that touches the
 // destination until stop() returned or idle() says every append finished.
 
 #include <kj/async.h>
@@ -19,22 +20,62 @@
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
+#include <limits>
 #include <mutex>
+#include <span>
 #include <thread>
 #include <vector>
 
 namespace tensord::detail {
 
+// Where a download's bytes land, in order.
+class Landing {
+ public:
+  virtual ~Landing() = default;
+  // Lands `n` bytes after those landed so far; `n` <= room().
+  virtual void append(const std::byte* bytes, size_t n) = 0;
+  // How many more bytes fit.
+  virtual size_t room() const = 0;
+  // The memory still to be written: where the worker faults pages in ahead.
+  virtual std::span<std::byte> ahead() = 0;
+};
+
+// Appends to a std::vector, growing it; reserve() its final size first so
+// the bytes are copied once and its pages can be faulted in ahead.
+class VectorLanding final : public Landing {
+ public:
+  explicit VectorLanding(std::vector<std::byte>& out) : out_(out) {}
+  void append(const std::byte* bytes, size_t n) override { out_.insert(out_.end(), bytes, bytes + n); }
+  size_t room() const override { return std::numeric_limits<size_t>::max() - out_.size(); }
+  std::span<std::byte> ahead() override { return {out_.data() + out_.size(), out_.capacity() - out_.size()}; }
+
+ private:
+  std::vector<std::byte>& out_;
+};
+
+// Fills memory the caller owns, from its start.
+class SpanLanding final : public Landing {
+ public:
+  explicit SpanLanding(std::span<std::byte> out) : out_(out) {}
+  void append(const std::byte* bytes, size_t n) override;
+  size_t room() const override { return out_.size() - landed_; }
+  std::span<std::byte> ahead() override { return out_.subspan(landed_); }
+
+ private:
+  std::span<std::byte> out_;
+  size_t landed_ = 0;
+};
+
 class ReceiveWorker {
  public:
-  // `destination` must already have the capacity for every byte that will be
-  // appended (reserve), and must outlive this object.
-  explicit ReceiveWorker(std::vector<std::byte>& destination);
+  // `destination` must already have room for every byte that will be
+  // appended, and must outlive this object.
+  explicit ReceiveWorker(Landing& destination);
   ~ReceiveWorker();  // stop()
   ReceiveWorker(const ReceiveWorker&) = delete;
   ReceiveWorker& operator=(const ReceiveWorker&) = delete;
 
-  // Appends `bytes` to the destination, after every earlier append. The
+  // Lands `bytes` in the destination, after every earlier append. The
   // promise resolves on the calling thread's event loop once the bytes are
   // copied. `bytes` must stay valid until then, or until the promise is
   // destroyed: destroying it first waits until the worker is done with them.
@@ -43,9 +84,10 @@ class ReceiveWorker {
   // True when no append is queued or in progress.
   bool idle() const;
 
-  // Ends the thread after the append in progress; call it once idle() to
-  // have the destination back. Appends still queued, or made later, are never
-  // copied. The object must still outlive every promise append() returned.
+  // Ends the thread after the append in progress; once it returns the
+  // destination is the caller's again. Appends still queued, or made later,
+  // are never copied: their promises fail. The object must still outlive
+  // every promise append() returned.
   void stop();
 
  private:
@@ -54,16 +96,16 @@ class ReceiveWorker {
   bool prefaultNext();  // faults in the next pages past the copied bytes; false when there are none
   void forget(const Job& job);
 
-  std::vector<std::byte>& destination_;
+  Landing& destination_;
   mutable std::mutex mutex_;
-  std::condition_variable wake_;     // a job was queued, or stop_
-  std::condition_variable jobLeft_;  // `current_` changed
-  std::deque<const Job*> queue_;     // guarded by mutex_
-  const Job* current_ = nullptr;     // guarded by mutex_: the job being copied
-  bool stop_ = false;                // guarded by mutex_
-  size_t prefaulted_ = 0;            // worker only: destination bytes known to be faulted in
-  bool canPrefault_ = true;          // worker only
-  std::thread thread_;               // last: started once the rest exists
+  std::condition_variable wake_;           // a job was queued, or stop_
+  std::condition_variable jobLeft_;        // `current_` changed
+  std::deque<const Job*> queue_;           // guarded by mutex_
+  const Job* current_ = nullptr;           // guarded by mutex_: the job being copied
+  bool stop_ = false;                      // guarded by mutex_
+  const std::byte* prefaulted_ = nullptr;  // worker only: faulted in up to here
+  bool canPrefault_ = true;                // worker only
+  std::thread thread_;                     // last: started once the rest exists
 };
 
 }  // namespace tensord::detail

@@ -35,21 +35,74 @@ TensorInfo Tensor::info() const {
   });
 }
 
+namespace {
+
+// What the tensor is, for an error message: "f32[2, 3] (24 bytes)".
+std::string describe(const TensorInfo& info) {
+  return std::string(dtypeName(info.dtype)) + wire::shapeStr(info.shape) + " (" + std::to_string(info.bytes) +
+         " bytes)";
+}
+
+// `call` reads f32 tensors only; `instead` reads the others.
+void requireF32(const TensorInfo& info, std::string_view what, std::string_view call, std::string_view instead) {
+  if (info.dtype != DType::F32) {
+    throw Error(Error::Kind::kFailed, std::string(what) + ": the tensor is " + std::string(dtypeName(info.dtype)) +
+                                          "; " + std::string(call) + " reads f32 tensors only (use " +
+                                          std::string(instead) + ")");
+  }
+}
+
+}  // namespace
+
 std::vector<std::byte> Tensor::bytes(const Progress& progress) const {
   auto& impl = detail::implOf(*this, "Tensor::bytes");
   return detail::download(impl, progress).second;
 }
 
+void Tensor::bytesInto(std::span<std::byte> out, const Progress& progress) const {
+  auto& impl = detail::implOf(*this, "Tensor::bytesInto");
+  detail::SpanLanding landing(out);
+  detail::download(
+      impl, landing,
+      [&](const TensorInfo& info) {
+        if (info.bytes != out.size()) {
+          throw Error(Error::Kind::kFailed, "Tensor::bytesInto: the tensor is " + describe(info) +
+                                                "; the destination holds " + std::to_string(out.size()) +
+                                                " bytes (expected " + std::to_string(info.bytes) + ")");
+        }
+      },
+      progress);
+}
+
 std::vector<float> Tensor::toHost() const {
   auto& impl = detail::implOf(*this, "Tensor::toHost");
-  auto [info, data] = detail::download(impl, {});
-  if (info.dtype != DType::F32) {
-    throw Error(Error::Kind::kFailed, "toHost: the tensor is " + std::string(dtypeName(info.dtype)) +
-                                          "; toHost() reads f32 tensors only (use bytes())");
-  }
+  std::vector<std::byte> data;
+  detail::VectorLanding landing(data);
+  detail::download(impl, landing,
+                   [&](const TensorInfo& info) {
+                     requireF32(info, "toHost", "toHost()", "bytes()");
+                     data.reserve(info.bytes);
+                   },
+                   {});
   std::vector<float> out(data.size() / sizeof(float));
   if (!out.empty()) std::memcpy(out.data(), data.data(), out.size() * sizeof(float));
   return out;
+}
+
+void Tensor::toHostInto(std::span<float> out) const {
+  auto& impl = detail::implOf(*this, "Tensor::toHostInto");
+  detail::SpanLanding landing(std::as_writable_bytes(out));
+  detail::download(impl, landing,
+                   [&](const TensorInfo& info) {
+                     requireF32(info, "Tensor::toHostInto", "toHostInto()", "bytesInto()");
+                     if (info.bytes != out.size_bytes()) {
+                       throw Error(Error::Kind::kFailed, "Tensor::toHostInto: the tensor is " + describe(info) +
+                                                             "; the destination holds " + std::to_string(out.size()) +
+                                                             " floats (expected " +
+                                                             std::to_string(info.bytes / sizeof(float)) + ")");
+                     }
+                   },
+                   {});
 }
 
 void Tensor::wait() const {

@@ -34,13 +34,13 @@ constexpr uint64_t kWorkerBytes = uint64_t(4) << 20;
 // What a download collects. Shared by the sink capability (which the daemon
 // may hold a little longer than the download call) and the caller.
 struct DownloadState {
-  std::vector<std::byte> data;  // the worker's while it exists and is not idle
-  uint64_t received = 0;        // bytes accepted by write(), copied or queued
-  uint64_t expected = 0;        // valid once `known`
+  Landing* landing = nullptr;  // the caller's; null once the download returned or failed
+  uint64_t received = 0;       // bytes accepted by write(), copied or queued
+  uint64_t expected = 0;       // valid once `known`
   bool known = false;
   bool done = false;
   Progress progress;
-  std::unique_ptr<ReceiveWorker> worker;  // after `data`: stopped before it is freed
+  std::unique_ptr<ReceiveWorker> worker;  // lands into *landing while it exists and is not idle
 };
 
 class SinkServer final : public proto::ByteSink::Server {
@@ -51,18 +51,23 @@ class SinkServer final : public proto::ByteSink::Server {
   kj::Promise<void> write(WriteContext context) override {
     auto chunk = context.getParams().getData();
     KJ_REQUIRE(!state_->done, "ByteSink.write after done()");
+    KJ_REQUIRE(state_->landing != nullptr, "download abandoned: its bytes are no longer wanted");
     KJ_REQUIRE(!state_->known || state_->received + chunk.size() <= state_->expected,
                "download sent more bytes than the tensor has", state_->expected);
-    state_->received += chunk.size();
-    if (state_->progress && state_->known) state_->progress(state_->received, state_->expected);
     if (state_->worker) {
+      state_->received += chunk.size();
+      if (state_->progress) state_->progress(state_->received, state_->expected);
       // Cap'n Proto delivers the next write (and done()) only once this
       // promise resolved, and keeps `chunk` valid until then; the state stays
       // alive until the worker let go of `chunk`.
       return state_->worker->append(chunk).attach(std::shared_ptr<DownloadState>(state_));
     }
-    auto* begin = reinterpret_cast<const std::byte*>(chunk.begin());
-    state_->data.insert(state_->data.end(), begin, begin + chunk.size());
+    // Before the tensor's size is known the destination's room bounds it (a
+    // caller's buffer of the wrong size is reported once the size is known).
+    KJ_REQUIRE(chunk.size() <= state_->landing->room(), "download sent more bytes than the destination holds");
+    state_->received += chunk.size();
+    if (state_->progress && state_->known) state_->progress(state_->received, state_->expected);
+    state_->landing->append(reinterpret_cast<const std::byte*>(chunk.begin()), chunk.size());
     return kj::READY_NOW;
   }
 
@@ -114,17 +119,24 @@ Tensor upload(const std::shared_ptr<Connection>& conn, DType dtype, const Shape&
   });
 }
 
-std::pair<TensorInfo, std::vector<std::byte>> download(Tensor::Impl& impl, const Progress& progress) {
+TensorInfo download(Tensor::Impl& impl, Landing& landing, const std::function<void(const TensorInfo&)>& expect,
+                    const Progress& progress) {
   auto& conn = *impl.conn;
   return conn.blocking([&] {
     auto state = std::make_shared<DownloadState>();
+    state->landing = &landing;
     state->progress = progress;
-    // The sink may outlive an abandoned download (WaitCheckScope): it must not
-    // call the caller's progress once this returns.
-    KJ_DEFER(state->progress = nullptr);
+    // The sink may outlive the download (an error, an abandoned wait): from
+    // here on it must touch neither the caller's destination nor its
+    // progress. Stopping the worker waits for the copy in progress.
+    KJ_DEFER({
+      if (state->worker) state->worker->stop();
+      state->landing = nullptr;
+      state->progress = nullptr;
+    });
 
     // Both requests leave together; the info answer normally arrives before
-    // the first chunk, so the buffer is allocated once at its final size.
+    // the first chunk, so the destination is sized once, before any byte.
     auto infoCall = impl.cap.infoRequest().send();
     auto request = impl.cap.downloadRequest();
     request.setSink(kj::heap<SinkServer>(state));
@@ -137,27 +149,31 @@ std::pair<TensorInfo, std::vector<std::byte>> download(Tensor::Impl& impl, const
       throw Error(Error::Kind::kFailed, "download: received " + std::to_string(state->received) +
                                             " bytes; the tensor has " + std::to_string(info.bytes));
     }
-    state->data.reserve(info.bytes);
+    expect(info);  // throws when the destination does not fit; the download is then dropped
     state->expected = info.bytes;
     state->known = true;
     // From here on every chunk goes through the worker, after those copied so far.
-    if (info.bytes - state->received >= kWorkerBytes) state->worker = std::make_unique<ReceiveWorker>(state->data);
+    if (info.bytes - state->received >= kWorkerBytes) state->worker = std::make_unique<ReceiveWorker>(landing);
     if (progress) progress(state->received, info.bytes);
 
     conn.wait(kj::mv(transfer));
     // done() was delivered after every write's copy finished, so the worker
-    // is idle and the bytes are this thread's again.
-    if (!state->done || state->received != info.bytes || (state->worker && !state->worker->idle()) ||
-        state->data.size() != info.bytes) {
+    // is idle and the destination is this thread's again.
+    if (!state->done || state->received != info.bytes || (state->worker && !state->worker->idle())) {
       throw Error(Error::Kind::kFailed, "download: received " + std::to_string(state->received) + " of " +
                                             std::to_string(info.bytes) + " bytes" +
                                             (state->done ? "" : " and no done()"));
     }
-    // Stopped, not destroyed: Cap'n Proto may still hold the write promises
-    // that refer to it (they keep the state, and so the worker, alive).
-    if (state->worker) state->worker->stop();
-    return std::make_pair(std::move(info), std::move(state->data));
+    return info;
   });
+}
+
+std::pair<TensorInfo, std::vector<std::byte>> download(Tensor::Impl& impl, const Progress& progress) {
+  std::vector<std::byte> data;
+  VectorLanding landing(data);
+  TensorInfo info = download(
+      impl, landing, [&](const TensorInfo& known) { data.reserve(known.bytes); }, progress);
+  return {std::move(info), std::move(data)};
 }
 
 }  // namespace tensord::detail

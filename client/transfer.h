@@ -3,12 +3,14 @@
 // download through a local ByteSink. Internal.
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <span>
 #include <utility>
 #include <vector>
 
 #include "client/connection.h"
+#include "client/receive_worker.h"
 
 namespace tensord::detail {
 
@@ -21,7 +23,16 @@ constexpr size_t kChunkBytes = size_t(1) << 20;
 Tensor upload(const std::shared_ptr<Connection>& conn, DType dtype, const Shape& shape, std::span<const std::byte> data,
               const Progress& progress);
 
-// Reads the whole tensor: its info and its bytes, in one round trip.
+// Reads the whole tensor into `landing`, its info and its bytes in one round
+// trip, and returns the info. `expect` is called with the info before the
+// bytes are counted against it (normally before the first byte lands): it
+// sizes the destination or throws, which abandons the download. Bytes that
+// arrive before the info only land where `landing` has room. Once this
+// returns or throws nothing touches `landing` any more.
+TensorInfo download(Tensor::Impl& impl, Landing& landing, const std::function<void(const TensorInfo&)>& expect,
+                    const Progress& progress);
+
+// download() into a new vector of the tensor's size: its info and its bytes.
 std::pair<TensorInfo, std::vector<std::byte>> download(Tensor::Impl& impl, const Progress& progress);
 
 }  // namespace tensord::detail

@@ -1,7 +1,8 @@
 // Upload/download through the client library: bit-exact round trips for
 // several dtypes and sizes (0 elements, sizes that are not a multiple of the
-// daemon's chunk), large downloads over every piece size, an abandoned
-// download, a 1 GiB f32 tensor, and named tensors across clients.
+// daemon's chunk), large downloads over every piece size, downloads into the
+// caller's memory (bytesInto, toHostInto) and their size checks, an
+// abandoned download, a 1 GiB f32 tensor, and named tensors across clients.
 
 #include <chrono>
 #include <cstring>
@@ -147,9 +148,112 @@ TEST_F(IntegrationTransfer, LargeDownloadsAreBitExactAcrossPieceSizes) {
   }
 }
 
-// A download abandoned part-way (what the Python binding does on Ctrl-C)
-// leaves its chunks to land in a buffer nobody reads; the connection goes on,
-// and the same tensor downloads intact right after.
+// Downloads into memory the caller owns: every size class (empty, below and
+// above one chunk, at and past the receive worker's threshold, sizes no
+// chunk divides), and one buffer reused for different tensors.
+TEST_F(IntegrationTransfer, BytesIntoLandsEveryByteInTheCallersBuffer) {
+  auto client = connect();
+  const int64_t chunk = int64_t(client->info().chunkBytes);
+  const int64_t mib = int64_t(1) << 20;
+  uint32_t seed = 60;
+  for (int64_t bytes :
+       {int64_t(0), int64_t(1), int64_t(91), chunk - 1, chunk + 1, 3 * chunk + 7, 4 * mib, 9 * mib + 13}) {
+    SCOPED_TRACE(std::to_string(bytes) + " bytes");
+    auto data = randomElements(DType::U8, size_t(bytes), seed++);
+    Tensor t = client->upload(DType::U8, Shape{bytes}, data);
+    std::vector<std::byte> out(size_t(bytes), std::byte{0xA5});
+    uint64_t lastDone = 0;
+    t.bytesInto(out, [&](uint64_t done, uint64_t total) {
+      EXPECT_EQ(total, uint64_t(bytes));
+      EXPECT_GE(done, lastDone) << "progress went backwards";
+      lastDone = done;
+    });
+    EXPECT_TRUE(out == data) << "bytesInto landed bytes that differ from the uploaded ones";
+    EXPECT_EQ(lastDone, uint64_t(bytes));
+  }
+
+  // One buffer, reused: each download overwrites all of it.
+  std::vector<std::byte> reused(size_t(5 * mib + 3));
+  for (uint32_t round = 0; round < 3; ++round) {
+    auto data = randomElements(DType::U8, reused.size(), 70 + round);
+    Tensor t = client->upload(DType::U8, Shape{int64_t(reused.size())}, data);
+    t.bytesInto(reused);
+    EXPECT_TRUE(reused == data) << "round " << round << ": the reused buffer differs from the tensor";
+  }
+
+  // The f32 view: toHostInto, and a zero-element tensor into an empty span.
+  auto floats = randomFloats(3001, 80);
+  std::vector<float> host(floats.size(), -1.0f);
+  Tensor f = client->upload(Shape{int64_t(floats.size())}, floats);
+  f.toHostInto(host);
+  EXPECT_EQ(host, floats);
+  client->upload(Shape{0, 4}, std::vector<float>{}).toHostInto(std::span<float>());
+}
+
+// A destination of the wrong size is an error naming the call and both sizes;
+// the connection and the tensor stay usable.
+TEST_F(IntegrationTransfer, BytesIntoRejectsAWrongSizedBuffer) {
+  auto client = connect();
+  const int64_t mib = int64_t(1) << 20;
+  auto small = randomElements(DType::F32, 1000, 90);
+  Tensor t = client->upload(DType::F32, Shape{10, 100}, small);
+  auto large = randomElements(DType::U8, size_t(6 * mib + 1), 91);
+  Tensor big = client->upload(DType::U8, Shape{6 * mib + 1}, large);
+
+  auto expectSizeError = [&](const Tensor& tensor, size_t outBytes, uint64_t tensorBytes) {
+    SCOPED_TRACE("a buffer of " + std::to_string(outBytes) + " bytes for " + std::to_string(tensorBytes));
+    std::vector<std::byte> out(outBytes);
+    try {
+      tensor.bytesInto(out);
+      ADD_FAILURE() << "bytesInto accepted a buffer of the wrong size";
+    } catch (const Error& e) {
+      std::string what = e.what();
+      EXPECT_NE(what.find("Tensor::bytesInto"), std::string::npos) << what;
+      EXPECT_NE(what.find("holds " + std::to_string(outBytes) + " bytes"), std::string::npos) << what;
+      EXPECT_NE(what.find("expected " + std::to_string(tensorBytes)), std::string::npos) << what;
+    }
+  };
+  expectSizeError(t, 3999, 4000);
+  expectSizeError(t, 4001, 4000);
+  expectSizeError(t, 0, 4000);
+  expectSizeError(big, size_t(6 * mib), uint64_t(6 * mib + 1));
+  expectSizeError(big, size_t(7 * mib), uint64_t(6 * mib + 1));
+
+  // toHostInto: the element count and the dtype.
+  std::vector<float> wrongCount(999);
+  try {
+    t.toHostInto(wrongCount);
+    ADD_FAILURE() << "toHostInto accepted 999 floats for 1000";
+  } catch (const Error& e) {
+    std::string what = e.what();
+    EXPECT_NE(what.find("Tensor::toHostInto"), std::string::npos) << what;
+    EXPECT_NE(what.find("holds 999 floats (expected 1000)"), std::string::npos) << what;
+  }
+  std::vector<float> bytesAsFloats(size_t(6 * mib + 1) / 4);
+  try {
+    big.toHostInto(bytesAsFloats);
+    ADD_FAILURE() << "toHostInto read a u8 tensor";
+  } catch (const Error& e) {
+    std::string what = e.what();
+    EXPECT_NE(what.find("Tensor::toHostInto"), std::string::npos) << what;
+    EXPECT_NE(what.find("f32 tensors only"), std::string::npos) << what;
+    EXPECT_NE(what.find("u8"), std::string::npos) << what;
+  }
+
+  // Everything still works: the same tensors, right sized, and a new call.
+  std::vector<std::byte> out(small.size());
+  t.bytesInto(out);
+  EXPECT_TRUE(out == small);
+  std::vector<std::byte> bigOut(large.size());
+  big.bytesInto(bigOut);
+  EXPECT_TRUE(bigOut == large);
+  EXPECT_EQ(client->upload(Shape{2}, std::vector<float>{1, 2}).toHost(), (std::vector<float>{1, 2}));
+  EXPECT_THROW(Tensor().bytesInto(out), Error);
+}
+
+// A download abandoned part-way (what the Python binding does on Ctrl-C):
+// its remaining chunks are refused, the connection goes on, and the same
+// tensor downloads intact right after.
 TEST_F(IntegrationTransfer, AbandonedLargeDownloadLeavesTheConnectionUsable) {
   auto client = connect();
   auto data = randomElements(DType::U8, (16u << 20) + 3, 50);

@@ -232,6 +232,14 @@ class Tensor {
 
   std::vector<std::byte> bytes(const Progress& progress = {}) const;  // blocks
   std::vector<float> toHost() const;  // blocks; f32 tensors only
+  // The same downloads into memory the caller owns (a buffer reused from one
+  // download to the next costs no allocation and no page faults); both block,
+  // toHostInto reads f32 tensors only. `out` must hold exactly the tensor's
+  // bytes (toHostInto: its elements), else they throw Error naming the call
+  // and both sizes. On an error `out`'s contents are unspecified; once they
+  // return or throw nothing writes to it.
+  void bytesInto(std::span<std::byte> out, const Progress& progress = {}) const;
+  void toHostInto(std::span<float> out) const;
   void wait() const;                  // blocks until the tensor exists (or throws)
 
   // Names the tensor so it outlives this client; restore() finds it again.
