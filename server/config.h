@@ -102,7 +102,7 @@ struct StaticGroup {
 // groups: collectives between daemons.
 struct GroupsConfig {
   uint32_t timeoutMs = 30000;          // groupCreate and collectives, unless the request says otherwise
-  uint32_t chunkBytes = 4u << 20;      // bytes per node-to-node data message
+  uint32_t chunkBytes = 2u << 20;      // bytes per node-to-node data message
   std::optional<NodeCredentials> credentials;
   std::vector<StaticGroup> staticGroups;
 };
