@@ -400,5 +400,10 @@ interface GroupPeer {
   abort @2 (seq :UInt64, reason :Text) -> ();
   # The sender failed collective `seq` (a mismatch, a lost member, a
   # timeout): the receiver fails it too, naming the sender and the reason.
+  formed @3 () -> ();
+  # The sender has every link of the group up, both ways. A member is ready
+  # (its groupCreate returns) once every other member said so and answered
+  # its own `formed`: then no member is still forming when one of them uses
+  # or deletes the group.
 }
 

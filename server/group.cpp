@@ -52,6 +52,7 @@ Group::Group(ServerState& server, LinkThread& links, std::string name, std::vect
       out_(this->members.size()),
       in_(this->members.size(), nullptr),
       dialErrors_(this->members.size()),
+      formedFrom_(this->members.size(), false),
       tail_(kj::Promise<void>(kj::READY_NOW).fork()) {}
 
 Group::~Group() {
@@ -114,6 +115,22 @@ void Group::checkReady() {
   for (uint32_t r = 0; r < size(); ++r) {
     if (r != rank && (!out_[r] || in_[r] == nullptr)) return;
   }
+  if (!formedSent_) {
+    // Every link is up, both ways: say so to every member. (A link lost
+    // from here on breaks the group, so each is told exactly once.)
+    formedSent_ = true;
+    for (uint32_t r = 0; r < size(); ++r) {
+      if (r == rank) continue;
+      tasks_.add(out_[r]->formed().then([this]() {
+        ++formedAnswers_;
+        checkReady();
+      }));
+    }
+  }
+  if (formedAnswers_ + 1 < size()) return;
+  for (uint32_t r = 0; r < size(); ++r) {
+    if (r != rank && !formedFrom_[r]) return;
+  }
   state_ = State::kReady;
   server_.log.info("group {} ready: rank {} of {} ({})", name, rank, size(), memberList(texts(members)));
   auto waiters = kj::mv(readyWaiters_);
@@ -132,6 +149,8 @@ std::string Group::formationProblems() const {
       out += (out.empty() ? "" : "; ") + memberName(r) +
              " has not linked to this daemon (is groupCreate running there, with these members, and may its "
              "node principal use @collective here?)";
+    } else if (out_[r] && !formedFrom_[r]) {
+      out += (out.empty() ? "" : "; ") + memberName(r) + " is linked both ways but still waits for its other links";
     }
   }
   return out;
@@ -175,10 +194,18 @@ proto::GroupPeer::Client Group::acceptPeer(const std::vector<std::string>& given
   return cap;
 }
 
+void Group::onFormed(uint32_t from) {
+  if (from >= formedFrom_.size() || from == rank) return;
+  formedFrom_[from] = true;
+  checkReady();
+}
+
 void Group::incomingLost(uint32_t from, GroupPeerImpl* impl) {
   if (from >= in_.size() || in_[from] != impl) return;
   in_[from] = nullptr;
-  if (state_ == State::kReady) breakGroup(memberName(from) + " disconnected");
+  // Once every link was up (formed sent), losing one is final: the member
+  // left or died, and waiting for the formation timeout would only hide it.
+  if (state_ == State::kReady || formedSent_) breakGroup(memberName(from) + " disconnected");
 }
 
 void Group::breakGroup(const std::string& why) {
@@ -311,6 +338,11 @@ kj::Promise<void> GroupPeerImpl::data(DataContext context) {
   auto g = group("data");
   auto params = context.getParams();
   return g->onData(from_, params.getSeq(), params.getStep(), params.getChunk(), params.getData()).attach(kj::mv(g));
+}
+
+kj::Promise<void> GroupPeerImpl::formed(FormedContext context) {
+  group("formed")->onFormed(from_);
+  return kj::READY_NOW;
 }
 
 kj::Promise<void> GroupPeerImpl::abort(AbortContext context) {

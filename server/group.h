@@ -8,7 +8,9 @@
 // the member dialed here (a GroupPeerImpl; the member sends through it). So
 // every byte a daemon receives comes over a connection it authenticated and
 // authorized (`@collective`) itself. The group is ready once all links are
-// up; groupCreate waits for that. A lost link, a failed or stalled
+// up and every other member said its links are up too (GroupPeer.formed),
+// so none is still forming when one starts using or deletes the group;
+// groupCreate waits for that. A lost link, a failed or stalled
 // collective breaks the group ("broken: why") until groupCreate re-forms it.
 //
 // Collectives run one at a time per group, in the order they were issued
@@ -102,6 +104,7 @@ class Group final : public std::enable_shared_from_this<Group>, private kj::Task
   kj::Promise<void> onData(uint32_t from, uint64_t seq, uint32_t step, uint32_t chunk, capnp::Data::Reader data);
   void onAbort(uint32_t from, uint64_t seq, std::string reason);
   void incomingLost(uint32_t from, GroupPeerImpl* impl);
+  void onFormed(uint32_t from);  // member `from` has all its links up
   // The link this daemon sends to member `r` through (null until dialed).
   RemoteLink* outLink(uint32_t r) { return out_[r].get(); }
   // Headers of `seq` received so far, by rank (taken by the run).
@@ -122,6 +125,11 @@ class Group final : public std::enable_shared_from_this<Group>, private kj::Task
   std::vector<kj::Own<RemoteLink>> out_;  // by rank; null for self and until dialed
   std::vector<GroupPeerImpl*> in_;       // by rank; registered by acceptPeer
   std::vector<std::string> dialErrors_;  // by rank: the last dial failure
+  // Formation: whether this member's links are all up and it told the
+  // others (formed), how many answered, and which members told it.
+  bool formedSent_ = false;
+  uint32_t formedAnswers_ = 0;
+  std::vector<bool> formedFrom_;  // by rank
   std::vector<kj::Own<kj::PromiseFulfiller<void>>> readyWaiters_;
   std::map<uint64_t, std::map<uint32_t, CollectiveHeader>> headers_;  // by seq, by rank
   std::map<uint64_t, std::string> aborts_;                            // by seq: the first abort's message
@@ -144,6 +152,7 @@ class GroupPeerImpl final : public proto::GroupPeer::Server {
   kj::Promise<void> header(HeaderContext context) override;
   kj::Promise<void> data(DataContext context) override;
   kj::Promise<void> abort(AbortContext context) override;
+  kj::Promise<void> formed(FormedContext context) override;
 
  private:
   std::shared_ptr<Group> group(const char* method);

@@ -339,6 +339,14 @@ kj::Promise<void> RemoteLink::abort(uint64_t seq, std::string reason) {
   });
 }
 
+kj::Promise<void> RemoteLink::formed() {
+  return executor_->executeAsync([inside = inside_, link = link_]() -> kj::Promise<void> {
+    PeerLink* l = inside->find(link);
+    if (l == nullptr) return linkClosed();
+    return l->peer.formedRequest().send().ignoreResult();
+  });
+}
+
 kj::Promise<void> RemoteLink::data(uint64_t seq, uint32_t step, uint32_t chunk, kj::ArrayPtr<const kj::byte> bytes,
                                    std::shared_ptr<compute::Buffer> from) {
   // Bytes in a host buffer that outlives the message go without a copy

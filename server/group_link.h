@@ -166,6 +166,7 @@ class RemoteLink {
   // buffers data sent before it pointed into (see PeerLink::sentFrom).
   kj::Promise<void> header(CollectiveHeader header);
   kj::Promise<void> abort(uint64_t seq, std::string reason);
+  kj::Promise<void> formed();  // GroupPeer.formed; resolves once answered
   // GroupPeer.data. With `from` (a host buffer `bytes` lie in, word-aligned)
   // the message points into it and the link holds `from`; otherwise the
   // bytes are copied before this returns. Resolves when the link took it.

@@ -356,6 +356,47 @@ TEST(IntegrationCollective, FourMembers) {
   cluster.expectCleanStop();
 }
 
+// groupCreate returns on a member only once every member has all its links
+// up: one that deletes the group at once no longer pulls the links out from
+// under members still forming it (they used to wait for the timeout). Rank
+// 1 is stopped while rank 2 joins, so ranks 0 and 2 have every link to each
+// other, and rank 0 every link, long before rank 1 has its link to rank 2.
+TEST(IntegrationCollective, AMemberDeletingTheGroupAtOnceLeavesTheOthersFormed) {
+  Cluster cluster(3);
+  std::vector<double> seconds(3);
+  std::vector<std::string> states(3);
+  std::atomic<bool> stopped{false};
+  std::thread conductor([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));  // ranks 0 and 1 linked
+    cluster.at(1).signal(SIGSTOP);
+    stopped = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(800));
+    cluster.at(1).signal(SIGCONT);
+  });
+  auto errors = cluster.onEach([&](uint32_t r) {
+    Client c(cluster.connect(r));
+    while (r == 2 && !stopped) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    const auto start = std::chrono::steady_clock::now();
+    states[r] = c.groupCreate("g", cluster.members(), r).state;
+    seconds[r] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (r == 0) c.groupDelete("g");
+  });
+  conductor.join();
+  ASSERT_EQ(joined(errors), "") << cluster.logs();
+  for (uint32_t r = 0; r < 3; ++r) {
+    EXPECT_EQ(states[r], "ready") << "rank " << r;
+    EXPECT_LT(seconds[r], kTimeoutMs / 2000.0) << "rank " << r << " waited for the formation timeout";
+  }
+  // The others learn that rank 0 left: their group breaks, naming it.
+  for (uint32_t r = 1; r < 3; ++r) {
+    Client c(cluster.connect(r));
+    EXPECT_TRUE(waitUntil([&] { return c.groupList().at(0).state.rfind("broken: ", 0) == 0; },
+                          std::chrono::seconds(5)))
+        << "rank " << r << ": " << c.groupList().at(0).state;
+  }
+  cluster.expectCleanStop();
+}
+
 TEST(IntegrationCollective, ShapeMismatchIsReportedOnEveryMember) {
   Cluster cluster(2);
   formGroup(cluster, "g", cluster.members());
