@@ -82,9 +82,24 @@ class Connection {
   const std::string& address() const { return address_; }
   const std::string& principal() const { return principal_; }
 
-  // Runs `body`, turning KJ exceptions into tensord::Error.
+  // Runs `body`, turning KJ exceptions into tensord::Error. For requests
+  // that do not wait (pipelined calls): an error of an earlier call without
+  // outputs is not thrown here, even when it arrived while `body` let the
+  // loop run, but by the next blocking request.
   template <typename F>
   auto guard(F&& body) -> decltype(body()) {
+    try {
+      return body();
+    } catch (const kj::Exception& e) {
+      throw errors::toError(e, address_);
+    }
+  }
+
+  // guard() for a request the caller waits for: counted as a round trip, and
+  // it throws the first error of the calls without outputs before it.
+  template <typename F>
+  auto blocking(F&& body) -> decltype(body()) {
+    ++stats.roundTrips;
     try {
       if constexpr (std::is_void_v<decltype(body())>) {
         body();
@@ -97,13 +112,6 @@ class Connection {
     } catch (const kj::Exception& e) {
       throw errors::toError(e, address_);
     }
-  }
-
-  // guard() for a request the caller waits for: counted as a round trip.
-  template <typename F>
-  auto blocking(F&& body) -> decltype(body()) {
-    ++stats.roundTrips;
-    return guard(std::forward<F>(body));
   }
 
   // What this connection did (Client::stats).
