@@ -18,6 +18,8 @@ constexpr auto kRedialDelay = 200 * kj::MILLISECONDS;
 constexpr uint64_t kMaxHeadersAhead = 64;
 // How long a broken group's links stay open, so aborts sent go out first.
 constexpr auto kLinkLinger = 100 * kj::MILLISECONDS;
+// How long a broken static group waits before it forms again.
+constexpr auto kReformDelay = 500 * kj::MILLISECONDS;
 
 uint64_t randomNonce() {
   std::random_device device;
@@ -225,6 +227,11 @@ void Group::breakGroup(const std::string& why) {
   auto links = kj::heapArrayBuilder<kj::Own<RemoteLink>>(out_.size());
   for (auto& link : out_) links.add(kj::mv(link));
   server_.addTask(server_.timer.afterDelay(kLinkLinger).then([links = links.finish()]() {}));
+  if (onBroken) {
+    auto hook = std::move(onBroken);
+    onBroken = nullptr;
+    hook();
+  }
 }
 
 kj::Promise<CollectiveOutputs> Group::runCollective(uint64_t seq, kj::Promise<CollectiveRequest> request) {
@@ -359,6 +366,10 @@ GroupRegistry::GroupRegistry(ServerState& server)
 
 GroupRegistry::~GroupRegistry() { closeAll("the daemon is stopping"); }
 
+void GroupRegistry::taskFailed(kj::Exception&& exception) {
+  server_.log.warn("groups: {}", exception.getDescription().cStr());
+}
+
 kj::Promise<std::shared_ptr<Group>> GroupRegistry::create(const std::string& name,
                                                           const std::vector<std::string>& memberTexts, uint32_t rank,
                                                           const std::string& origin, uint32_t timeoutMs) {
@@ -384,6 +395,7 @@ kj::Promise<std::shared_ptr<Group>> GroupRegistry::create(const std::string& nam
                                    " is not a member's place; expected 0 to " + std::to_string(members.size() - 1)));
   }
   if (auto it = groups_.find(name); it != groups_.end()) {
+    it->second->onBroken = nullptr;  // a static group stays replaced
     it->second->breakGroup("replaced by a new groupCreate");
     groups_.erase(it);
   }
@@ -407,17 +419,36 @@ kj::Promise<std::shared_ptr<Group>> GroupRegistry::create(const std::string& nam
 }
 
 void GroupRegistry::formStatic() {
-  for (const StaticGroup& config : server_.config.groups.staticGroups) {
-    std::vector<MemberAddress> members;
-    for (size_t i = 0; i < config.members.size(); ++i) {
-      members.push_back(parseMemberAddress(config.members[i], "groups.static"));
-    }
-    auto group = std::make_shared<Group>(server_, links_, config.name, std::move(members), config.rank, "config");
-    groups_[config.name] = group;
-    server_.log.info("group {}: forming as rank {} of {} (groups.static)", config.name, config.rank,
-                     config.members.size());
-    group->startForming(std::nullopt);
+  for (size_t i = 0; i < server_.config.groups.staticGroups.size(); ++i) formStatic(i);
+}
+
+void GroupRegistry::formStatic(size_t index) {
+  const StaticGroup& config = server_.config.groups.staticGroups[index];
+  std::vector<MemberAddress> members;
+  for (size_t i = 0; i < config.members.size(); ++i) {
+    members.push_back(parseMemberAddress(config.members[i], "groups.static"));
   }
+  auto group = std::make_shared<Group>(server_, links_, config.name, std::move(members), config.rank, "config");
+  groups_[config.name] = group;
+  server_.log.info("group {}: forming as rank {} of {} (groups.static)", config.name, config.rank,
+                   config.members.size());
+  // Broken by a fault (a member stopped, a link dropped, a collective
+  // failed), it forms again on its own: the other members' copies broke
+  // too, and a member that comes back forms it at its start. Not when it is
+  // deleted, replaced by a groupCreate, or the daemon stops.
+  std::weak_ptr<Group> weak = group;
+  group->onBroken = [this, index, weak]() {
+    if (closing_) return;
+    tasks_.add(server_.timer.afterDelay(kReformDelay).then([this, index, weak]() {
+      auto broken = weak.lock();
+      auto it = groups_.find(server_.config.groups.staticGroups[index].name);
+      if (closing_ || !broken || it == groups_.end() || it->second != broken) return;
+      server_.log.info("group {}: forming again (groups.static) after it broke: {}", broken->name,
+                       broken->stateText());
+      formStatic(index);
+    }));
+  };
+  group->startForming(std::nullopt);
 }
 
 std::shared_ptr<Group> GroupRegistry::find(std::string_view name) const {
@@ -428,6 +459,7 @@ std::shared_ptr<Group> GroupRegistry::find(std::string_view name) const {
 bool GroupRegistry::remove(std::string_view name) {
   auto it = groups_.find(name);
   if (it == groups_.end()) return false;
+  it->second->onBroken = nullptr;  // deleted on purpose: a static group stays deleted
   it->second->breakGroup("deleted by groupDelete on " + it->second->memberName(it->second->rank));
   groups_.erase(it);
   return true;
@@ -440,6 +472,7 @@ std::vector<std::shared_ptr<Group>> GroupRegistry::all() const {
 }
 
 void GroupRegistry::closeAll(const std::string& why) {
+  closing_ = true;
   for (auto& [name, group] : groups_) group->breakGroup(why);
   groups_.clear();
 }

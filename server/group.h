@@ -23,6 +23,7 @@
 #include <kj/async.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -91,8 +92,10 @@ class Group final : public std::enable_shared_from_this<Group>, private kj::Task
 
   // The members not linked yet, both ways, and why.
   std::string formationProblems() const;
-  // Breaks the group: fails the collective in flight, drops every link.
+  // Breaks the group: fails the collective in flight, drops every link,
+  // then calls onBroken (once) if set.
   void breakGroup(const std::string& why);
+  std::function<void()> onBroken;
 
   // Runs the Nth collective (N = `seq`, taken with takeSeq() when the call
   // arrived) once the N-1th is over and `request` resolved.
@@ -161,7 +164,7 @@ class GroupPeerImpl final : public proto::GroupPeer::Server {
 };
 
 // Every group of this daemon, by name.
-class GroupRegistry {
+class GroupRegistry final : private kj::TaskSet::ErrorHandler {
  public:
   // Starts the link thread; throws ConfigError for bad groups.node_credentials.
   explicit GroupRegistry(ServerState& server);
@@ -171,7 +174,8 @@ class GroupRegistry {
   // FAILED for bad members. The promise resolves once it is ready.
   kj::Promise<std::shared_ptr<Group>> create(const std::string& name, const std::vector<std::string>& members,
                                              uint32_t rank, const std::string& origin, uint32_t timeoutMs);
-  // The config's groups.static, formed in the background.
+  // The config's groups.static, formed in the background; each forms again
+  // on its own after a fault breaks it.
   void formStatic();
   std::shared_ptr<Group> find(std::string_view name) const;
   bool remove(std::string_view name);
@@ -180,9 +184,14 @@ class GroupRegistry {
   void closeAll(const std::string& why);
 
  private:
+  void formStatic(size_t index);  // groups.static[index], again after a break
+  void taskFailed(kj::Exception&& exception) override;
+
   ServerState& server_;
   LinkThread links_;
   std::map<std::string, std::shared_ptr<Group>, std::less<>> groups_;
+  bool closing_ = false;     // closeAll: no group forms again
+  kj::TaskSet tasks_{*this};  // static groups forming again (cancelled first)
 };
 
 // "allreduce on group g" style prefix for messages.

@@ -648,38 +648,52 @@ TEST(IntegrationCollective, StaticGroupFormsOnceItsMembersAreUp) {
     o.extra["groups"]["static"] = {{{"name", "cfg"}, {"members", members}, {"rank", rank}}};
     return o;
   };
+  // Each member waits until the group is ready, then runs an allreduce on it.
+  auto useGroup = [](std::vector<DaemonProcess*> daemons) {
+    std::vector<std::string> errors(2);
+    std::vector<std::thread> threads;
+    for (uint32_t r = 0; r < 2; ++r) {
+      threads.emplace_back([&, r] {
+        try {
+          Client c({.address = daemons[r]->address(), .token = daemons[r]->token()});
+          GroupInfo info;
+          if (!waitUntil(
+                  [&] {
+                    info = c.groupList().at(0);
+                    return info.state == "ready";
+                  },
+                  std::chrono::seconds(20))) {
+            throw std::runtime_error("static group not ready: " + info.state);
+          }
+          if (info.origin != "config" || info.name != "cfg" || info.rank != r)
+            throw std::runtime_error("wrong group info");
+          auto y = c.collective("cfg", "allreduce", {c.upload(Shape{1}, std::vector<float>{float(r + 1)})});
+          if (y.at(0).toHost() != std::vector<float>{3.0f}) throw std::runtime_error("wrong sum");
+        } catch (const std::exception& e) {
+          errors[r] = e.what();
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    return joined(errors);
+  };
   // Member 0 starts alone and keeps dialing; member 1 comes up a moment later.
   DaemonProcess first(options(0));
   std::this_thread::sleep_for(std::chrono::milliseconds(700));
-  DaemonProcess second(options(1));
-  std::vector<DaemonProcess*> daemons = {&first, &second};
-  std::vector<std::string> errors(2);
-  std::vector<std::thread> threads;
-  for (uint32_t r = 0; r < 2; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        Client c({.address = daemons[r]->address(), .token = daemons[r]->token()});
-        GroupInfo info;
-        if (!waitUntil(
-                [&] {
-                  info = c.groupList().at(0);
-                  return info.state == "ready";
-                },
-                std::chrono::seconds(20))) {
-          throw std::runtime_error("static group not ready: " + info.state);
-        }
-        if (info.origin != "config" || info.name != "cfg" || info.rank != r)
-          throw std::runtime_error("wrong group info");
-        auto y = c.collective("cfg", "allreduce", {c.upload(Shape{1}, std::vector<float>{float(r + 1)})});
-        if (y.at(0).toHost() != std::vector<float>{3.0f}) throw std::runtime_error("wrong sum");
-      } catch (const std::exception& e) {
-        errors[r] = e.what();
-      }
-    });
+  auto second = std::make_unique<DaemonProcess>(options(1));
+  EXPECT_EQ(useGroup({&first, second.get()}), "") << first.log() << second->log();
+
+  // Member 1 stops: member 0's group breaks. Started again, member 1 forms
+  // the group at its start, and member 0 forms it again on its own.
+  EXPECT_EQ(second->stop(), std::optional<int>(0));
+  {
+    Client c({.address = first.address(), .token = first.token()});
+    EXPECT_TRUE(waitUntil([&] { return c.groupList().at(0).state != "ready"; }, std::chrono::seconds(10)))
+        << first.log();
   }
-  for (auto& t : threads) t.join();
-  EXPECT_EQ(joined(errors), "") << first.log() << second.log();
-  EXPECT_EQ(second.stop(), std::optional<int>(0));
+  second = std::make_unique<DaemonProcess>(options(1));
+  EXPECT_EQ(useGroup({&first, second.get()}), "") << first.log() << second->log();
+  EXPECT_EQ(second->stop(), std::optional<int>(0));
   EXPECT_EQ(first.stop(), std::optional<int>(0));
 }
 
