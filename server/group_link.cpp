@@ -277,14 +277,11 @@ kj::Promise<kj::Own<RemoteLink>> LinkThread::dial(const MemberAddress& to, std::
         return inside->dialer->dial(to, std::move(group), std::move(members), rank, nonce)
             .then([inside](kj::Own<PeerLink> link) {
               PeerLink* raw = link.get();
-              const uint64_t remoteNonce = raw->remoteNonce;
               inside->links.emplace(raw, kj::mv(link));
-              return std::make_pair(raw, remoteNonce);
+              return raw;
             });
       })
-      .then([this, inside](std::pair<PeerLink*, uint64_t> got) {
-        return kj::heap<RemoteLink>(executor_->addRef(), inside, got.first, got.second);
-      });
+      .then([this, inside](PeerLink* link) { return kj::heap<RemoteLink>(executor_->addRef(), inside, link); });
 }
 
 // ---------------------------------------------------------------- RemoteLink
@@ -295,9 +292,8 @@ kj::Exception linkClosed() { return KJ_EXCEPTION(DISCONNECTED, "the link was clo
 
 }  // namespace
 
-RemoteLink::RemoteLink(kj::Own<const kj::Executor> executor, LinkThread::Inside* inside, PeerLink* link,
-                       uint64_t remoteNonce)
-    : executor_(kj::mv(executor)), inside_(inside), link_(link), remoteNonce_(remoteNonce) {}
+RemoteLink::RemoteLink(kj::Own<const kj::Executor> executor, LinkThread::Inside* inside, PeerLink* link)
+    : executor_(kj::mv(executor)), inside_(inside), link_(link) {}
 
 RemoteLink::~RemoteLink() {
   // Once the link thread ended, its links are gone already (and this throws).

@@ -155,12 +155,10 @@ class LinkThread {
 // link thread, in the order made, and its promise resolves here.
 class RemoteLink {
  public:
-  RemoteLink(kj::Own<const kj::Executor> executor, LinkThread::Inside* inside, PeerLink* link, uint64_t remoteNonce);
+  RemoteLink(kj::Own<const kj::Executor> executor, LinkThread::Inside* inside, PeerLink* link);
   ~RemoteLink();  // closes the link (nothing more is sent on it)
   RemoteLink(const RemoteLink&) = delete;
   RemoteLink& operator=(const RemoteLink&) = delete;
-
-  uint64_t remoteNonce() const { return remoteNonce_; }
 
   // GroupPeer.header; resolves once answered, which also releases the
   // buffers data sent before it pointed into (see PeerLink::sentFrom).
@@ -179,7 +177,6 @@ class RemoteLink {
   kj::Own<const kj::Executor> executor_;
   LinkThread::Inside* inside_;
   PeerLink* link_;
-  uint64_t remoteNonce_;
 };
 
 }  // namespace tensord::server
