@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <stdexcept>
 
@@ -200,18 +201,23 @@ TEST_F(IntegrationTransfer, BytesIntoRejectsAWrongSizedBuffer) {
   auto large = randomElements(DType::U8, size_t(6 * mib + 1), 91);
   Tensor big = client->upload(DType::U8, Shape{6 * mib + 1}, large);
 
+  // The message of the Error `read` throws; a failure when it throws none.
+  auto errorOf = [](const std::function<void()>& read, const std::string& accepted) -> std::string {
+    try {
+      read();
+    } catch (const Error& e) {
+      return e.what();
+    }
+    ADD_FAILURE() << accepted;
+    return "";
+  };
   auto expectSizeError = [&](const Tensor& tensor, size_t outBytes, uint64_t tensorBytes) {
     SCOPED_TRACE("a buffer of " + std::to_string(outBytes) + " bytes for " + std::to_string(tensorBytes));
     std::vector<std::byte> out(outBytes);
-    try {
-      tensor.bytesInto(out);
-      ADD_FAILURE() << "bytesInto accepted a buffer of the wrong size";
-    } catch (const Error& e) {
-      std::string what = e.what();
-      EXPECT_NE(what.find("Tensor::bytesInto"), std::string::npos) << what;
-      EXPECT_NE(what.find("holds " + std::to_string(outBytes) + " bytes"), std::string::npos) << what;
-      EXPECT_NE(what.find("expected " + std::to_string(tensorBytes)), std::string::npos) << what;
-    }
+    const std::string what = errorOf([&] { tensor.bytesInto(out); }, "bytesInto accepted a buffer of the wrong size");
+    EXPECT_NE(what.find("Tensor::bytesInto"), std::string::npos) << what;
+    EXPECT_NE(what.find("holds " + std::to_string(outBytes) + " bytes"), std::string::npos) << what;
+    EXPECT_NE(what.find("expected " + std::to_string(tensorBytes)), std::string::npos) << what;
   };
   expectSizeError(t, 3999, 4000);
   expectSizeError(t, 4001, 4000);
@@ -221,24 +227,14 @@ TEST_F(IntegrationTransfer, BytesIntoRejectsAWrongSizedBuffer) {
 
   // toHostInto: the element count and the dtype.
   std::vector<float> wrongCount(999);
-  try {
-    t.toHostInto(wrongCount);
-    ADD_FAILURE() << "toHostInto accepted 999 floats for 1000";
-  } catch (const Error& e) {
-    std::string what = e.what();
-    EXPECT_NE(what.find("Tensor::toHostInto"), std::string::npos) << what;
-    EXPECT_NE(what.find("holds 999 floats (expected 1000)"), std::string::npos) << what;
-  }
+  std::string what = errorOf([&] { t.toHostInto(wrongCount); }, "toHostInto accepted 999 floats for 1000");
+  EXPECT_NE(what.find("Tensor::toHostInto"), std::string::npos) << what;
+  EXPECT_NE(what.find("holds 999 floats (expected 1000)"), std::string::npos) << what;
   std::vector<float> bytesAsFloats(size_t(6 * mib + 1) / 4);
-  try {
-    big.toHostInto(bytesAsFloats);
-    ADD_FAILURE() << "toHostInto read a u8 tensor";
-  } catch (const Error& e) {
-    std::string what = e.what();
-    EXPECT_NE(what.find("Tensor::toHostInto"), std::string::npos) << what;
-    EXPECT_NE(what.find("f32 tensors only"), std::string::npos) << what;
-    EXPECT_NE(what.find("u8"), std::string::npos) << what;
-  }
+  what = errorOf([&] { big.toHostInto(bytesAsFloats); }, "toHostInto read a u8 tensor");
+  EXPECT_NE(what.find("Tensor::toHostInto"), std::string::npos) << what;
+  EXPECT_NE(what.find("f32 tensors only"), std::string::npos) << what;
+  EXPECT_NE(what.find("u8"), std::string::npos) << what;
 
   // Everything still works: the same tensors, right sized, and a new call.
   std::vector<std::byte> out(small.size());
