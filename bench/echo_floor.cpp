@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "bench/echo.capnp.h"
+#include "protocol/stream_window.h"
 
 namespace tensord::bench {
 namespace {
@@ -68,10 +69,43 @@ class EchoImpl final : public proto::Echo::Server {
   kj::Array<kj::byte> chunk_;
 };
 
+// A connection's two-party network: with tensord's stream window, or
+// Cap'n Proto's default.
+kj::Own<capnp::TwoPartyVatNetwork> network(kj::AsyncIoStream& stream, capnp::rpc::twoparty::Side side,
+                                           bool tensordWindow) {
+  if (tensordWindow) return kj::heap<protocol::WindowedVatNetwork>(stream, side);
+  return kj::heap<capnp::TwoPartyVatNetwork>(stream, side);
+}
+
+// One accepted connection, serving an EchoImpl until the client hangs up.
+struct EchoConnection {
+  EchoConnection(kj::Own<kj::AsyncIoStream> s, bool tensordWindow)
+      : stream(kj::mv(s)),
+        net(network(*stream, capnp::rpc::twoparty::Side::SERVER, tensordWindow)),
+        rpc(capnp::makeRpcServer(*net, kj::heap<EchoImpl>())) {}
+  kj::Own<kj::AsyncIoStream> stream;
+  kj::Own<capnp::TwoPartyVatNetwork> net;
+  capnp::RpcSystem<capnp::rpc::twoparty::VatId> rpc;
+};
+
+kj::Promise<void> serve(kj::ConnectionReceiver& listener, kj::TaskSet& connections, bool tensordWindow) {
+  return listener.accept().then([&listener, &connections, tensordWindow](kj::Own<kj::AsyncIoStream> stream) {
+    auto connection = kj::heap<EchoConnection>(kj::mv(stream), tensordWindow);
+    auto closed = connection->net->onDisconnect();
+    connections.add(closed.attach(kj::mv(connection)));
+    return serve(listener, connections, tensordWindow);
+  });
+}
+
+class IgnoreErrors final : public kj::TaskSet::ErrorHandler {
+ public:
+  void taskFailed(kj::Exception&&) override {}
+};
+
 // The echo server on its own thread and event loop, listening on 127.0.0.1:0.
 class EchoServer {
  public:
-  EchoServer() {
+  explicit EchoServer(bool tensordWindow) : tensordWindow_(tensordWindow) {
     std::promise<uint16_t> ready;
     auto port = ready.get_future();
     thread_ = std::thread([this, &ready] { run(ready); });
@@ -89,12 +123,13 @@ class EchoServer {
       auto io = kj::setupAsyncIo();
       auto address = io.provider->getNetwork().parseAddress("127.0.0.1", 0).wait(io.waitScope);
       auto listener = address->listen();
-      capnp::TwoPartyServer server(kj::heap<EchoImpl>());
+      IgnoreErrors ignore;
+      kj::TaskSet connections(ignore);
       auto stop = kj::newPromiseAndFulfiller<void>();
       stop_ = kj::mv(stop.fulfiller);
       executor_ = kj::getCurrentThreadExecutor().addRef();
       ready.set_value(uint16_t(listener->getPort()));
-      server.listen(*listener).exclusiveJoin(kj::mv(stop.promise)).wait(io.waitScope);
+      serve(*listener, connections, tensordWindow_).exclusiveJoin(kj::mv(stop.promise)).wait(io.waitScope);
     } catch (...) {
       try {
         ready.set_exception(std::current_exception());
@@ -103,6 +138,7 @@ class EchoServer {
     }
   }
 
+  bool tensordWindow_;
   std::thread thread_;
   uint16_t port_ = 0;
   kj::Own<const kj::Executor> executor_;      // set on the server thread before `ready`
@@ -112,13 +148,17 @@ class EchoServer {
 }  // namespace
 
 FloorResults measureFloor(const FloorPlan& plan) {
-  EchoServer server;
+  EchoServer server(plan.tensordWindow);
   auto io = kj::setupAsyncIo();
   auto& ws = io.waitScope;
   auto address = io.provider->getNetwork().parseAddress("127.0.0.1", server.port()).wait(ws);
   auto connection = address->connect().wait(ws);
-  capnp::TwoPartyClient client(*connection);
-  auto echo = client.bootstrap().castAs<proto::Echo>();
+  auto net = network(*connection, capnp::rpc::twoparty::Side::CLIENT, plan.tensordWindow);
+  auto rpc = capnp::makeRpcClient(*net);
+  capnp::MallocMessageBuilder vatIdMessage(8);
+  auto vatId = vatIdMessage.initRoot<capnp::rpc::twoparty::VatId>();
+  vatId.setSide(capnp::rpc::twoparty::Side::SERVER);
+  auto echo = rpc.bootstrap(vatId).castAs<proto::Echo>();
 
   FloorResults results;
   for (int i = 0; i < plan.pingWarmup + plan.pings; ++i) {

@@ -1,7 +1,8 @@
 #pragma once
 // The bare Cap'n Proto figures tensord's are compared with: a trivial call
 // and `-> stream` transfers in fixed chunks over loopback TCP, server and
-// client each on their own thread with their own KJ event loop.
+// client each on their own thread with their own KJ event loop, streaming
+// with the same window as tensord's connections.
 
 #include <cstddef>
 #include <cstdint>
@@ -17,6 +18,10 @@ struct FloorPlan {
   std::vector<int> transferRepeats;     // repeats per size
   uint32_t chunkBytes = 1u << 20;
   std::span<const std::byte> source;  // at least max(transferBytes) bytes
+  // Stream with tensord's window (protocol/stream_window.h), so the floor
+  // differs from tensord only in what tensord does; false: Cap'n Proto's
+  // default, the socket's send buffer.
+  bool tensordWindow = true;
 };
 
 struct FloorResults {

@@ -48,12 +48,14 @@ struct Options {
   int chainRepeats = 20;
   std::vector<uint64_t> sizes = {1ull << 20, 64ull << 20, 1ull << 30};
   int repeats = 0;  // 0 = by size
+  bool floorTensordWindow = true;  // the floor streams with tensord's window
 };
 
 void usage(const char* argv0) {
   std::printf(
       "usage: %s [--quick] [--connect HOST:PORT] [--token T] [--tensord PATH]\n"
       "          [--iterations N] [--chain-repeats N] [--sizes 1M,64M,1G] [--repeats N]\n"
+      "          [--floor-window tensord|capnp]\n"
       "  --quick           200 tiny calls, 5 chains, sizes 1M,64M\n"
       "  --connect ADDR    use a running daemon (default: start one on 127.0.0.1:0)\n"
       "  --token T         token for --connect (default: the shipped default credential)\n"
@@ -61,7 +63,9 @@ void usage(const char* argv0) {
       "  --iterations N    tiny-op and bare calls timed (default 2000)\n"
       "  --chain-repeats N chains of 100 timed each way (default 20)\n"
       "  --sizes LIST      transfer sizes, K/M/G suffixes are binary (default 1M,64M,1G)\n"
-      "  --repeats N       transfers per size (default 20 up to 1 MiB, 5 up to 64 MiB, else 2)\n",
+      "  --repeats N       transfers per size (default 20 up to 1 MiB, 5 up to 64 MiB, else 2)\n"
+      "  --floor-window W  the floor's stream window: tensord's (default) or Cap'n Proto's\n"
+      "                    default, the socket's send buffer\n",
       argv0);
 }
 
@@ -109,6 +113,10 @@ Options parseOptions(int argc, char** argv) {
         o.sizes.push_back(parseSize(list.substr(at, comma - at)));
         at = comma + 1;
       }
+    } else if (arg == "--floor-window") {
+      std::string window = value();
+      if (window != "tensord" && window != "capnp") throw std::invalid_argument("--floor-window takes tensord or capnp");
+      o.floorTensordWindow = window == "tensord";
     } else if (arg == "--help" || arg == "-h") {
       usage(argv[0]);
       std::exit(0);
@@ -292,7 +300,8 @@ int run(const Options& o) {
                  .transferBytes = o.sizes,
                  .transferRepeats = repeats,
                  .chunkBytes = 1u << 20,
-                 .source = source};
+                 .source = source,
+                 .tensordWindow = o.floorTensordWindow};
   FloorResults floor = std::async(std::launch::async, [&] { return measureFloor(plan); }).get();
 
   // ---- report
@@ -333,8 +342,9 @@ int run(const Options& o) {
   }
 
   std::printf(
-      "\ntransfers (GB = 1e9 bytes; floor: `-> stream` in 1 MiB chunks), median;\n"
-      "\"download\" lands in a fresh vector (bytes()), \"into reused\" in one buffer (bytesInto())\n");
+      "\ntransfers (GB = 1e9 bytes; floor: `-> stream` in 1 MiB chunks, %s window), median;\n"
+      "\"download\" lands in a fresh vector (bytes()), \"into reused\" in one buffer (bytesInto())\n",
+      o.floorTensordWindow ? "tensord's" : "Cap'n Proto's default");
   row("", {"tensord", "capnp floor", "tensord/floor"});
   for (size_t s = 0; s < o.sizes.size(); ++s) {
     uint64_t bytes = o.sizes[s];

@@ -185,7 +185,7 @@ Connection::Connection(const ConnectOptions& options) : io_(threadIoContext()), 
 
   capnp::ReaderOptions readerOptions;
   readerOptions.traversalLimitInWords = kTraversalLimitWords;
-  network_ = kj::heap<capnp::TwoPartyVatNetwork>(*stream_, capnp::rpc::twoparty::Side::CLIENT, readerOptions);
+  network_ = kj::heap<protocol::WindowedVatNetwork>(*stream_, capnp::rpc::twoparty::Side::CLIENT, readerOptions);
   rpc_ = kj::heap<capnp::RpcSystem<capnp::rpc::twoparty::VatId>>(capnp::makeRpcClient(*network_));
 
   capnp::MallocMessageBuilder vatIdMessage(8);

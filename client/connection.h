@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "client/errors.h"
+#include "protocol/stream_window.h"
 #include "protocol/tensord.capnp.h"
 #include "tensord/client.h"
 
@@ -154,7 +155,7 @@ class Connection {
   std::shared_ptr<kj::AsyncIoContext> io_;
   std::unique_ptr<Tls> tls_;  // null for plain TCP
   kj::Own<kj::AsyncIoStream> stream_;
-  kj::Own<capnp::TwoPartyVatNetwork> network_;
+  kj::Own<protocol::WindowedVatNetwork> network_;  // uploads go out with kStreamWindowBytes in flight
   kj::Own<capnp::RpcSystem<capnp::rpc::twoparty::VatId>> rpc_;
   proto::Daemon::Client daemon_ = nullptr;
   proto::Session::Client session_ = nullptr;

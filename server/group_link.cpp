@@ -187,7 +187,7 @@ kj::Promise<kj::Own<PeerLink>> NodeDialer::dial(const MemberAddress& to, std::st
         l.stream = kj::mv(stream);
         capnp::ReaderOptions reader;
         reader.traversalLimitInWords = maxMessageBytes_ / sizeof(capnp::word);
-        l.network = kj::heap<NodeVatNetwork>(*l.stream, capnp::rpc::twoparty::Side::CLIENT, reader);
+        l.network = kj::heap<protocol::WindowedVatNetwork>(*l.stream, capnp::rpc::twoparty::Side::CLIENT, reader);
         l.rpc = kj::heap<capnp::RpcSystem<capnp::rpc::twoparty::VatId>>(capnp::makeRpcClient(*l.network));
         capnp::MallocMessageBuilder vatIdMessage(8);
         auto vatId = vatIdMessage.initRoot<capnp::rpc::twoparty::VatId>();

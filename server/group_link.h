@@ -31,6 +31,7 @@
 
 #include "compute/buffer.h"
 #include "compute/dtype.h"
+#include "protocol/stream_window.h"
 #include "protocol/tensord.capnp.h"
 #include "server/config.h"
 
@@ -57,21 +58,6 @@ struct MemberAddress {
 // Parses "HOST:PORT" or "tls://HOST:PORT"; throws ConfigError naming `key`.
 MemberAddress parseMemberAddress(std::string_view text, std::string_view key);
 
-// Bytes a link may have in flight to a member before a sender waits for
-// acknowledgements. Cap'n Proto's default follows the socket's send buffer,
-// which starts at 16 KiB: with 1 MiB chunks every chunk would wait for the
-// previous one's answer (stop and wait).
-inline constexpr size_t kNodeStreamWindow = size_t(16) << 20;
-
-// The two-party network of a link, with kNodeStreamWindow as its stream window.
-class NodeVatNetwork final : public capnp::TwoPartyVatNetwork {
- public:
-  using TwoPartyVatNetwork::TwoPartyVatNetwork;
-
- private:
-  size_t getWindow() override { return kNodeStreamWindow; }
-};
-
 // An open link to one member. Declaration order is teardown order,
 // reversed: capabilities, then the RPC system, the network and the socket.
 struct PeerLink {
@@ -96,7 +82,7 @@ struct PeerLink {
   kj::Promise<void> dataTail = kj::READY_NOW;
 
   kj::Own<kj::AsyncIoStream> stream;
-  kj::Own<NodeVatNetwork> network;
+  kj::Own<protocol::WindowedVatNetwork> network;  // streams with a window of kStreamWindowBytes
   kj::Own<capnp::RpcSystem<capnp::rpc::twoparty::VatId>> rpc;
   proto::Session::Client session = nullptr;
   proto::GroupPeer::Client peer = nullptr;

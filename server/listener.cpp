@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 
+#include "protocol/stream_window.h"
 #include "server/batching_stream.h"
 #include "server/daemon_impl.h"
 #include "server/tls.h"
@@ -68,7 +69,7 @@ class Listener::Connection {
   Listener& listener_;
   kj::Own<kj::AsyncIoStream> stream_;
   BatchingStream batching_;  // many small messages per system call (batching_stream.h)
-  capnp::TwoPartyVatNetwork network_;
+  protocol::WindowedVatNetwork network_;  // downloads go out with kStreamWindowBytes in flight
   std::shared_ptr<ConnectionState> state_;
   capnp::RpcSystem<capnp::rpc::twoparty::VatId> rpc_;
 };
