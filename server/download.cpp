@@ -1,7 +1,12 @@
 #include "server/download.h"
 
 #include <algorithm>
+#include <cstring>
+#include <memory>
+#include <utility>
+#include <vector>
 
+#include "server/file_worker.h"
 #include "server/tensor_impl.h"
 #include "server/wire.h"
 
@@ -10,10 +15,13 @@ namespace {
 
 using WriteRequest = capnp::StreamingRequest<proto::ByteSink::WriteParams>;
 
+constexpr uint64_t kInlineCopyBytes = 256 << 10;
+
 // A piece copied out of its staging slot: its chunk writes, built and ready
-// to go. Cap'n Proto requests own their bytes, so building them is the one
+// to go. Cap'n Proto requests own their bytes, so filling them is the one
 // host copy a download needs anyway, and it frees the slot before the
-// receiver has accepted anything.
+// receiver has accepted anything. The copy runs on a worker thread: on the
+// event loop it would take the time the loop needs to send.
 struct Piece {
   kj::Vector<WriteRequest> writes;
 };
@@ -52,9 +60,8 @@ class DownloadJob {
             });
           });
           return copied.then([this, lease = kj::mv(lease), bytes]() mutable {
-            const StagingLease held = kj::mv(lease);  // goes back to the pool on return
             checkNotFailed(*entry_);
-            return copyOut(held, bytes);
+            return copyOut(kj::mv(lease), bytes);
           });
         })
         // Lazily evaluated, the device copy of a piece fetched ahead would
@@ -63,17 +70,45 @@ class DownloadJob {
         .eagerlyEvaluate(nullptr);
   }
 
-  Piece copyOut(const StagingLease& lease, uint64_t bytes) {
+  // Builds the piece's write requests here and fills them from the slot on
+  // a worker thread (the event loop only sends), then gives the slot back.
+  // A small piece (the first of a download, or all of a small one) is copied
+  // here: its copy costs less than the hand-offs to a worker and back.
+  kj::Promise<Piece> copyOut(StagingLease lease, uint64_t bytes) {
     server_.metrics.bytesOut += bytes;
     server_.metrics.principal(requester_).bytesOut += bytes;
-    Piece piece;
+    // What the worker writes into lives until it is done, even when the
+    // download is abandoned first.
+    struct Copy {
+      StagingLease lease;
+      Piece piece;
+      std::vector<std::pair<kj::byte*, uint64_t>> chunks;  // (request data, bytes)
+    };
+    auto copy = std::make_shared<Copy>();
+    copy->lease = kj::mv(lease);
     for (uint64_t pos = 0; pos < bytes; pos += kChunkBytes) {
       const uint64_t chunk = std::min<uint64_t>(kChunkBytes, bytes - pos);
       auto request = sink_.writeRequest(capnp::MessageSize{chunk / 8 + 8, 0});
-      request.setData(kj::arrayPtr(reinterpret_cast<const kj::byte*>(lease.data() + pos), chunk));
-      piece.writes.add(kj::mv(request));
+      copy->chunks.emplace_back(request.initData(chunk).begin(), chunk);
+      copy->piece.writes.add(kj::mv(request));
     }
-    return piece;
+    auto job = [from = copy->lease.data(), chunks = copy->chunks]() {
+      const std::byte* at = from;
+      for (const auto& [to, n] : chunks) {
+        std::memcpy(to, at, n);
+        at += n;
+      }
+    };
+    if (bytes <= kInlineCopyBytes) {  // not worth two thread hand-offs
+      job();
+      return kj::mv(copy->piece);
+    }
+    auto copied = keepUntilSettled(server_.hostCopies.run(kj::mv(job)), copy,
+                                   [this](kj::Promise<void> p) { server_.addTask(kj::mv(p)); });
+    return copied.then([copy]() mutable {
+      copy->lease = StagingLease();  // back to the pool
+      return kj::mv(copy->piece);
+    });
   }
 
   // Sends `piece` while the next one is fetched. Holding no slot here, the

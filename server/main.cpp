@@ -1,6 +1,7 @@
 // tensord: the daemon's entry point. Parses the command line, loads the
 // config, makes the logger and hands over to runDaemon().
 
+#include <malloc.h>
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
@@ -90,10 +91,26 @@ std::string parseFlags(int argc, char** argv, Flags& flags) {
   return {};
 }
 
+// Keeps the memory of transfer messages in the heap for the next ones.
+//
+// Every chunk a download sends is a fresh 1 MiB Cap'n Proto message. glibc
+// serves blocks that size with mmap and unmaps them when freed, and trims
+// freed memory at the heap's top past 128 KiB, so each chunk used to cost
+// the event loop 256 page faults (profiled on the H100 machine, a 1 GiB
+// download: page faults 40% of the loop, the loop the limit; 1.3 GB/s, and
+// 2.6 GB/s with these settings). Here blocks up to 32 MiB come from the
+// heap, and up to 128 MiB of freed memory stays there for reuse: what a few
+// transfers hold at once, kept rather than returned and faulted in again.
+void keepTransferMemory() {
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 128 << 20);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace tensord::server;
+  keepTransferMemory();
   Flags flags;
   if (std::string error = parseFlags(argc, argv, flags); !error.empty()) return usageError(error);
   if (flags.help) {

@@ -87,6 +87,12 @@ class ServerState final : private kj::TaskSet::ErrorHandler {
  private:
   void taskFailed(kj::Exception&& exception) override;
   kj::TaskSet tasks_{*this};
+
+ public:
+  // Downloads' copies out of staging slots, off the loop (download.cpp).
+  // Declared after tasks_ so that it is destroyed first: its destructor
+  // waits for a running copy, whose memory a task may be keeping alive.
+  FileWorker hostCopies{2};
 };
 
 class ConnectionState;
