@@ -34,6 +34,16 @@ bool prefault(std::span<std::byte> memory) {
 
 }  // namespace
 
+void VectorLanding::reserve(size_t bytes) {
+  out_.reserve(bytes);
+  constexpr uintptr_t kHugePage = uintptr_t(2) << 20;
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(out_.data());
+  const uintptr_t first = (begin + kHugePage - 1) & ~(kHugePage - 1);  // whole huge pages inside the vector
+  const uintptr_t last = (begin + out_.capacity()) & ~(kHugePage - 1);
+  // Advice only: where the kernel has no huge pages the vector works as before.
+  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);
+}
+
 void SpanLanding::append(const std::byte* bytes, size_t n) {
   if (n == 0) return;
   std::memcpy(out_.data() + landed_, bytes, n);

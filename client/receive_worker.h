@@ -45,6 +45,10 @@ class Landing {
 class VectorLanding final : public Landing {
  public:
   explicit VectorLanding(std::vector<std::byte>& out) : out_(out) {}
+  // Reserves room for `bytes` in all. A large vector asks for transparent
+  // huge pages (MADV_HUGEPAGE): fresh memory is faulted in 2 MiB at a time
+  // instead of 4 KiB, 512 times fewer faults.
+  void reserve(size_t bytes);
   void append(const std::byte* bytes, size_t n) override { out_.insert(out_.end(), bytes, bytes + n); }
   size_t room() const override { return std::numeric_limits<size_t>::max() - out_.size(); }
   std::span<std::byte> ahead() override { return {out_.data() + out_.size(), out_.capacity() - out_.size()}; }

@@ -81,7 +81,7 @@ std::vector<float> Tensor::toHost() const {
   detail::download(impl, landing,
                    [&](const TensorInfo& info) {
                      requireF32(info, "toHost", "toHost()", "bytes()");
-                     data.reserve(info.bytes);
+                     landing.reserve(info.bytes);
                    },
                    {});
   std::vector<float> out(data.size() / sizeof(float));

@@ -172,7 +172,7 @@ std::pair<TensorInfo, std::vector<std::byte>> download(Tensor::Impl& impl, const
   std::vector<std::byte> data;
   VectorLanding landing(data);
   TensorInfo info = download(
-      impl, landing, [&](const TensorInfo& known) { data.reserve(known.bytes); }, progress);
+      impl, landing, [&](const TensorInfo& known) { landing.reserve(known.bytes); }, progress);
   return {std::move(info), std::move(data)};
 }
 
