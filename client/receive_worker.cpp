@@ -34,12 +34,11 @@ bool prefault(std::span<std::byte> memory) {
 
 }  // namespace
 
-void VectorLanding::reserve(size_t bytes) {
-  out_.reserve(bytes);
+void reserveLanding(void* data, size_t bytes) {
   constexpr uintptr_t kHugePage = uintptr_t(2) << 20;
-  const uintptr_t begin = reinterpret_cast<uintptr_t>(out_.data());
-  const uintptr_t first = (begin + kHugePage - 1) & ~(kHugePage - 1);  // whole huge pages inside the vector
-  const uintptr_t last = (begin + out_.capacity()) & ~(kHugePage - 1);
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(data);
+  const uintptr_t first = (begin + kHugePage - 1) & ~(kHugePage - 1);  // whole huge pages inside the memory
+  const uintptr_t last = (begin + bytes) & ~(kHugePage - 1);
   // Advice only: where the kernel has no huge pages the vector works as before.
   if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);
 }

@@ -76,16 +76,14 @@ void Tensor::bytesInto(std::span<std::byte> out, const Progress& progress) const
 
 std::vector<float> Tensor::toHost() const {
   auto& impl = detail::implOf(*this, "Tensor::toHost");
-  std::vector<std::byte> data;
-  detail::VectorLanding landing(data);
+  std::vector<float> out;
+  detail::VectorLanding<float> landing(out);
   detail::download(impl, landing,
                    [&](const TensorInfo& info) {
                      requireF32(info, "toHost", "toHost()", "bytes()");
                      landing.reserve(info.bytes);
                    },
                    {});
-  std::vector<float> out(data.size() / sizeof(float));
-  if (!out.empty()) std::memcpy(out.data(), data.data(), out.size() * sizeof(float));
   return out;
 }
 

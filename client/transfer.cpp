@@ -170,7 +170,7 @@ TensorInfo download(Tensor::Impl& impl, Landing& landing, const std::function<vo
 
 std::pair<TensorInfo, std::vector<std::byte>> download(Tensor::Impl& impl, const Progress& progress) {
   std::vector<std::byte> data;
-  VectorLanding landing(data);
+  VectorLanding<std::byte> landing(data);
   TensorInfo info = download(
       impl, landing, [&](const TensorInfo& known) { landing.reserve(known.bytes); }, progress);
   return {std::move(info), std::move(data)};
