@@ -43,9 +43,13 @@ uint64_t CachingAllocator::sizeClass(uint64_t bytes) {
   return (bytes + step - 1) / step * step;
 }
 
-uint64_t CachingAllocator::blockSize(uint64_t bytes) {
+uint64_t CachingAllocator::blockSize(uint64_t bytes, uint64_t maxAllocation) {
   const uint64_t c = sizeClass(bytes);
-  return c <= kSlotMaxBytes ? (c + kSlotAlign - 1) / kSlotAlign * kSlotAlign : c;
+  if (c <= kSlotMaxBytes) return (c + kSlotAlign - 1) / kSlotAlign * kSlotAlign;
+  constexpr uint64_t kOwnAlign = 64 << 10;
+  const uint64_t own = (bytes + kOwnAlign - 1) / kOwnAlign * kOwnAlign;
+  if (maxAllocation != 0 && c > maxAllocation && own <= maxAllocation) return own;
+  return c;
 }
 
 CachingAllocator::CachingAllocator(const Device& device, uint64_t limitBytes, Placement placement)
@@ -166,8 +170,8 @@ std::vector<std::unique_ptr<DeviceAllocation>> CachingAllocator::dropCacheLocked
 }
 
 std::shared_ptr<Buffer> CachingAllocator::allocate(uint64_t bytes, const std::string& owner, Reuse reuse) {
-  const uint64_t size = blockSize(bytes);
   const uint64_t maxAlloc = device_.info().maxAllocationBytes;
+  const uint64_t size = blockSize(bytes, maxAlloc);
   if (maxAlloc && size > maxAlloc) {
     throw ComputeError(ComputeError::Kind::kOutOfMemory,
                        "tensor of " + mib(bytes) + " exceeds the device's largest allocation, " + mib(maxAlloc));

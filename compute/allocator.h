@@ -99,8 +99,12 @@ class CachingAllocator {
 
   static uint64_t sizeClass(uint64_t bytes);
   // Bytes of the block that serves `bytes`: the size class, rounded up to a
-  // multiple of 256 where it is a chunk's slot.
-  static uint64_t blockSize(uint64_t bytes);
+  // multiple of 256 where it is a chunk's slot. Where the class would pass
+  // `maxAllocation` (the device's largest allocation; 0: no limit) and the
+  // tensor itself fits, the block is the tensor's size rounded up to 64 KiB
+  // instead: NVIDIA's limit is 4 GiB - 2 MiB, which the classes of a tensor
+  // over 3.5 GiB overshoot.
+  static uint64_t blockSize(uint64_t bytes, uint64_t maxAllocation = 0);
   // Device allocations held (chunks and whole blocks), for tests.
   size_t deviceAllocations() const;
 

@@ -92,6 +92,22 @@ TEST(SizeClass, SmallBlocksAreWholeMultiplesOf256) {
   EXPECT_EQ(CachingAllocator::blockSize(big), CachingAllocator::sizeClass(big)) << "large blocks are not slots";
 }
 
+// NVIDIA's largest allocation is 4 GiB - 2 MiB: a tensor that fits it gets a
+// block that fits it too, though its size class (4 GiB) would not.
+TEST(SizeClass, TensorsThatFitTheLargestAllocationGetABlockThatFits) {
+  const uint64_t gib = 1ull << 30, mib = 1ull << 20;
+  const uint64_t nvidia = 4 * gib - 2 * mib;
+  EXPECT_EQ(CachingAllocator::sizeClass(4000 * mib), 4 * gib);
+  EXPECT_EQ(CachingAllocator::blockSize(4000 * mib, nvidia), 4000 * mib);
+  EXPECT_EQ(CachingAllocator::blockSize(nvidia, nvidia), nvidia);
+  EXPECT_EQ(CachingAllocator::blockSize(4000 * mib + 1, nvidia), 4000 * mib + 64 * 1024) << "rounded up to 64 KiB";
+  // Below the last class, and with no limit, blocks are the size classes.
+  EXPECT_EQ(CachingAllocator::blockSize(3 * gib + 1, nvidia), CachingAllocator::sizeClass(3 * gib + 1));
+  EXPECT_EQ(CachingAllocator::blockSize(4000 * mib, 0), 4 * gib);
+  // A tensor larger than the limit keeps its class, which the allocator refuses.
+  EXPECT_GT(CachingAllocator::blockSize(nvidia + 1, nvidia), nvidia);
+}
+
 // A CachingAllocator of its own on the test device, so device allocations
 // and reuse can be counted without the engine's other users.
 class AllocatorTest : public ::testing::Test {
