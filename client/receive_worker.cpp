@@ -34,12 +34,14 @@ bool prefault(std::span<std::byte> memory) {
 
 }  // namespace
 
-void reserveLanding(void* data, size_t bytes) {
+void adviseHugePages(void* data, size_t bytes) {
   constexpr uintptr_t kHugePage = uintptr_t(2) << 20;
+  constexpr size_t kMappedBytes = size_t(32) << 20;  // glibc's largest mmap threshold on 64-bit
+  if (bytes < kMappedBytes) return;
   const uintptr_t begin = reinterpret_cast<uintptr_t>(data);
   const uintptr_t first = (begin + kHugePage - 1) & ~(kHugePage - 1);  // whole huge pages inside the memory
   const uintptr_t last = (begin + bytes) & ~(kHugePage - 1);
-  // Advice only: where the kernel has no huge pages the vector works as before.
+  // Where the kernel has no huge pages the vector works as before.
   if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);
 }
 

@@ -19,6 +19,7 @@
 
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <deque>
 #include <limits>
@@ -44,13 +45,17 @@ class Landing {
 
 // Asks for transparent huge pages (MADV_HUGEPAGE) for the whole 2 MiB pages
 // inside `bytes` of fresh memory at `data`: it is then faulted in 2 MiB at a
-// time instead of 4 KiB, 512 times fewer faults. Advice only.
-void reserveLanding(void* data, size_t bytes);
+// time instead of 4 KiB, 512 times fewer faults. Advice only, and only for
+// blocks of 32 MiB or more, which glibc always maps on their own (advice
+// on heap memory would outlive the vector).
+void adviseHugePages(void* data, size_t bytes);
 
 // Appends to a std::vector of a trivially copyable T (std::byte, float),
 // growing it; reserve() its final size first so the bytes are copied once
 // and its pages can be faulted in ahead. Bytes of an element split between
-// two appends wait in `partial_` for the rest.
+// two appends wait in `partial_` for the rest; a trailing part of an
+// element is never landed (the download's byte count, checked against the
+// tensor's, is a whole number of elements).
 template <typename T>
 class VectorLanding final : public Landing {
   static_assert(std::is_trivially_copyable_v<T>);
@@ -60,13 +65,16 @@ class VectorLanding final : public Landing {
   // Reserves room for `bytes` in all (rounded up to whole elements).
   void reserve(size_t bytes) {
     out_.reserve((bytes + sizeof(T) - 1) / sizeof(T));
-    reserveLanding(out_.data(), out_.capacity() * sizeof(T));
+    adviseHugePages(out_.data(), out_.capacity() * sizeof(T));
   }
   void append(const std::byte* bytes, size_t n) override {
     while (n > 0 && filled_ > 0) {  // complete the element begun by the last append
       partial_[filled_++] = *bytes++;
       --n;
-      if (filled_ == sizeof(T)) grow(partial_, sizeof(T)), filled_ = 0;
+      if (filled_ == sizeof(T)) {
+        grow(partial_, sizeof(T));
+        filled_ = 0;
+      }
     }
     if (n == 0) return;
     const size_t whole = n - n % sizeof(T);
@@ -79,8 +87,16 @@ class VectorLanding final : public Landing {
     return {reinterpret_cast<std::byte*>(out_.data() + out_.size()), (out_.capacity() - out_.size()) * sizeof(T)};
   }
  private:
+  // Appends the n / sizeof(T) elements at `bytes`: straight from them where
+  // they are aligned (Cap'n Proto data is), else through a zero-filled
+  // resize, which writes every byte twice.
   void grow(const std::byte* bytes, size_t n) {
     if (n == 0) return;
+    if (reinterpret_cast<uintptr_t>(bytes) % alignof(T) == 0) {
+      const T* from = reinterpret_cast<const T*>(bytes);
+      out_.insert(out_.end(), from, from + n / sizeof(T));
+      return;
+    }
     const size_t at = out_.size();
     out_.resize(at + n / sizeof(T));
     std::memcpy(out_.data() + at, bytes, n);

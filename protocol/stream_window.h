@@ -4,16 +4,18 @@
 // Cap'n Proto paces `-> stream` calls (ByteSink.write, TensorWriter.write,
 // GroupPeer.data) by a window: a sender may have that many bytes of calls
 // unanswered before the next call waits. Its two-party network takes the
-// socket's send buffer as the window, and on Linux that starts at 16 KiB
-// and grows only to a few MiB; with 1 MiB chunks a transfer then keeps one
-// or two chunks in flight and every chunk waits for the answer to one
-// before it: the receiver's copy of each chunk, and the way back, come
-// between the sender's writes. A fixed window of a few chunks keeps the
-// socket busy while the receiver lands what it got.
+// socket's send buffer as the window (on Linux 16 KiB at first, growing to
+// a few MiB; a fixed 64 KiB over TLS, where the stream has no socket
+// options); with 1 MiB chunks a transfer then keeps one or two chunks in
+// flight and every chunk waits for the answer to one before it: the
+// receiver's copy of each chunk, and the way back, come between the
+// sender's writes. A fixed window of a few chunks keeps the socket busy
+// while the receiver lands what it got.
 //
-// The bytes a window lets out are already in the sender's memory (built
-// into their messages), so it bounds how far ahead a sender runs, not what
-// it holds.
+// The price is memory: a stream's calls let out by the window wait in the
+// connection's queue until the socket takes them, so a stalled receiver
+// holds up to one window plus one chunk of messages per stream on the
+// sending side (a download's two pieces come on top; docs/design.md).
 
 #include <capnp/rpc-twoparty.h>
 

@@ -71,9 +71,11 @@ class DownloadJob {
   }
 
   // Builds the piece's write requests here and fills them from the slot on
-  // a worker thread (the event loop only sends), then gives the slot back.
-  // A small piece (the first of a download, or all of a small one) is copied
-  // here: its copy costs less than the hand-offs to a worker and back.
+  // a worker thread, then gives the slot back. (Building them still writes
+  // each byte once on the loop: Cap'n Proto zero-fills a message's memory.)
+  // A piece of kInlineCopyBytes or less (a small download, or a small
+  // tail) is copied here: that copy costs less than the hand-offs to a
+  // worker and back.
   kj::Promise<Piece> copyOut(StagingLease lease, uint64_t bytes) {
     server_.metrics.bytesOut += bytes;
     server_.metrics.principal(requester_).bytesOut += bytes;

@@ -6,8 +6,8 @@
 
 namespace tensord::server {
 
-FileWorker::FileWorker(unsigned threads) {
-  for (unsigned i = 0; i < threads; ++i) threads_.emplace_back([this] { work(); });
+FileWorker::FileWorker(unsigned threads, int nice) {
+  for (unsigned i = 0; i < threads; ++i) threads_.emplace_back([this, nice] { work(nice); });
 }
 
 FileWorker::~FileWorker() {
@@ -30,11 +30,8 @@ void FileWorker::post(kj::Function<void()> task) {
   wake_.notify_one();
 }
 
-void FileWorker::work() {
-  // Below the loop and the device threads: copying a big file in and out of
-  // the page cache takes CPU, and requests should get it first. (Linux
-  // niceness is per thread; a failure leaves the default.)
-  ::setpriority(PRIO_PROCESS, id_t(::syscall(SYS_gettid)), kNice);
+void FileWorker::work(int nice) {
+  if (nice != 0) ::setpriority(PRIO_PROCESS, id_t(::syscall(SYS_gettid)), nice);  // a failure leaves the default
   for (;;) {
     kj::Function<void()> task;
     {

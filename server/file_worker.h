@@ -1,9 +1,10 @@
 #pragma once
-// Blocking file I/O off the event loop. KJ has no asynchronous file I/O, so
+// Blocking work off the event loop. KJ has no asynchronous file I/O, so
 // jobs that touch the disk (open, read, write, fsync, rename) run on a few
 // worker threads of their own, and each job's result comes back to the loop
 // through a cross-thread fulfiller, like device completions do
-// (loop_completion.h).
+// (loop_completion.h). Downloads use a pool of their own for large host
+// copies (ServerState::hostCopies).
 //
 // Threads: run() on the event-loop thread; jobs on a worker thread. A job
 // must touch no loop-side object (no capability, lease or promise): it gets
@@ -30,7 +31,12 @@ namespace tensord::server {
 
 class FileWorker {
  public:
-  explicit FileWorker(unsigned threads = 2);
+  // Below the loop and the device threads: copying a big file in and out of
+  // the page cache takes CPU, and requests should get it first.
+  static constexpr int kBackgroundNice = 10;
+
+  // `nice`: the threads' niceness (Linux niceness is per thread).
+  explicit FileWorker(unsigned threads = 2, int nice = kBackgroundNice);
   ~FileWorker();
   FileWorker(const FileWorker&) = delete;
   FileWorker& operator=(const FileWorker&) = delete;
@@ -57,9 +63,8 @@ class FileWorker {
 
  private:
   void post(kj::Function<void()> task);
-  void work();
+  void work(int nice);
 
-  static constexpr int kNice = 10;  // worker threads' niceness
 
   std::mutex mu_;
   std::condition_variable wake_;

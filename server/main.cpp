@@ -93,14 +93,16 @@ std::string parseFlags(int argc, char** argv, Flags& flags) {
 
 // Keeps the memory of transfer messages in the heap for the next ones.
 //
-// Every chunk a download sends is a fresh 1 MiB Cap'n Proto message. glibc
-// serves blocks that size with mmap and unmaps them when freed, and trims
-// freed memory at the heap's top past 128 KiB, so each chunk used to cost
-// the event loop 256 page faults (profiled on the H100 machine, a 1 GiB
-// download: page faults 40% of the loop, the loop the limit; 1.3 GB/s, and
-// 2.6 GB/s with these settings). Here blocks up to 32 MiB come from the
-// heap, and up to 128 MiB of freed memory stays there for reuse: what a few
-// transfers hold at once, kept rather than returned and faulted in again.
+// Every chunk a download sends is a fresh 1 MiB Cap'n Proto message, and a
+// download holds tens of them at once. glibc returns free memory at the
+// heap's top to the kernel once it passes its trim threshold (by default
+// twice a dynamic mmap threshold that starts at 128 KiB), so the messages
+// kept faulting fresh pages in: measured on an H100 host during a 1 GiB
+// download, page faults were 40% of the event loop, which was the limit
+// (1.3 GB/s; 2.6 GB/s with these settings). Here blocks up to 32 MiB come
+// from the heap, and up to 128 MiB free at its top stay there for reuse:
+// what a few transfers hold at once. The cost: after a burst of transfers
+// the daemon keeps up to that much more resident memory.
 void keepTransferMemory() {
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, 128 << 20);

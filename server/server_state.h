@@ -2,8 +2,9 @@
 // State shared by every connection of one daemon, per-connection bounds, and
 // the per-session authorization choke point.
 //
-// Threads: everything here lives on the event-loop thread. ServerState must
-// outlive every connection, capability and promise that refers to it.
+// Threads: everything here lives on the event-loop thread, except the jobs
+// of its worker pools (FileWorker). ServerState must outlive every
+// connection, capability and promise that refers to it.
 
 #include <capnp/capability.h>
 #include <kj/async.h>
@@ -89,10 +90,12 @@ class ServerState final : private kj::TaskSet::ErrorHandler {
   kj::TaskSet tasks_{*this};
 
  public:
-  // Downloads' copies out of staging slots, off the loop (download.cpp).
-  // Declared after tasks_ so that it is destroyed first: its destructor
-  // waits for a running copy, whose memory a task may be keeping alive.
-  FileWorker hostCopies{2};
+  // Downloads' copies out of staging slots, at full priority: a download
+  // waits for them. Declared after tasks_ so that it is destroyed first: its
+  // destructor waits for the running copy, whose memory a task may be
+  // keeping alive (keepUntilSettled). (`files` is declared before tasks_:
+  // what tasks hold may still hand it jobs as they are destroyed.)
+  FileWorker hostCopies{2, /*nice=*/0};
 };
 
 class ConnectionState;

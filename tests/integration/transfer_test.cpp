@@ -148,11 +148,11 @@ TEST_F(IntegrationTransfer, LargeDownloadsAreBitExactAcrossPieceSizes) {
     EXPECT_GT(calls, 1u);
   }
   // toHost() lands in its float vector the same way.
-  const auto floats = randomElements(DType::F32, size_t(9 * mib + 12) / 4, seed++);
-  Tensor f = client->upload(DType::F32, Shape{int64_t(floats.size() / 4)}, floats);
+  const auto f32Bytes = randomElements(DType::F32, size_t(9 * mib + 12) / 4, seed++);
+  Tensor f = client->upload(DType::F32, Shape{int64_t(f32Bytes.size() / 4)}, f32Bytes);
   std::vector<float> host = f.toHost();
-  ASSERT_EQ(host.size() * 4, floats.size());
-  EXPECT_EQ(std::memcmp(host.data(), floats.data(), floats.size()), 0) << "toHost() differs from the uploaded floats";
+  ASSERT_EQ(host.size() * 4, f32Bytes.size());
+  EXPECT_EQ(std::memcmp(host.data(), f32Bytes.data(), f32Bytes.size()), 0) << "toHost() differs from the uploaded floats";
 }
 
 // Downloads into memory the caller owns: every size class (empty, below and
