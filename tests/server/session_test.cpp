@@ -230,7 +230,9 @@ TEST_F(SessionTest, ListTensorsPagesAreSortedStableAndConcatenate) {
     std::string after;
     for (int pages = 0; pages < 100; ++pages) {
       Page page = listPage(prefix, after, limit);
-      if (limit != 0) EXPECT_LE(page.labels.size(), limit);
+      if (limit != 0) {
+        EXPECT_LE(page.labels.size(), limit);
+      }
       all.insert(all.end(), page.labels.begin(), page.labels.end());
       if (page.next.empty()) return all;
       EXPECT_EQ(page.next, page.labels.back());
