@@ -308,6 +308,40 @@ py::tuple download(PyTensor& self, py::object progress) {
   return py::make_tuple(std::move(result.first), std::move(array));
 }
 
+// "f32[2, 3]", for the errors of download_into.
+std::string described(std::string_view dtype, const std::vector<int64_t>& shape) {
+  std::string text(dtype);
+  text += '[';
+  for (size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + ']';
+}
+
+// Downloads into `out` (memory the caller owns: a C-contiguous, writable
+// NumPy array) once the tensor's dtype and shape turn out to be `dtype` and
+// `shape`, out's own; returns the tensor's info.
+tensord::TensorInfo downloadInto(PyTensor& self, py::buffer out, const std::string& dtype,
+                                 const std::vector<int64_t>& shape, py::object progress) {
+  tensord::Tensor& tensor = self.use("Tensor.numpy");
+  py::buffer_info buffer = out.request(/*writable=*/true);
+  std::span<std::byte> destination(static_cast<std::byte*>(buffer.ptr), size_t(buffer.size * buffer.itemsize));
+  ProgressRelay relay(std::move(progress));
+  return transfer(relay, [&] {
+    auto& impl = *tensord::Client::Impl::unwrap(tensor);
+    tensord::detail::SpanLanding landing(destination);
+    return tensord::detail::download(
+        impl, landing,
+        [&](const tensord::TensorInfo& info) {
+          if (tensord::dtypeName(info.dtype) != dtype || info.shape != shape || info.bytes != destination.size()) {
+            throw tensord::Error(tensord::Error::Kind::kFailed,
+                                 "Tensor.numpy(out=...): the tensor is " +
+                                     described(tensord::dtypeName(info.dtype), info.shape) + "; out is " +
+                                     described(dtype, shape) + " (expected the same dtype and shape)");
+          }
+        },
+        relay.progress());
+  });
+}
+
 // Makes `self`'s handle refer to `other`'s daemon tensor: every copy of the
 // handle (the Python object, an optimizer's parameter list) sees the new
 // contents, while `self` keeps its autograd role (a leaf stays a leaf, its
@@ -1029,6 +1063,8 @@ PYBIND11_MODULE(_core, m) {
         return interruptible([&] { return h.info(); });
       })
       .def("download", &download, py::arg("progress") = py::none())
+      .def("download_into", &downloadInto, py::arg("out"), py::arg("dtype"), py::arg("shape"),
+           py::arg("progress") = py::none())
       .def("wait", [](PyTensor& t) {
         tensord::Tensor& h = t.use("Tensor.wait");
         interruptible([&] { h.wait(); });

@@ -119,17 +119,39 @@ class Tensor:
         return self._h.info()
 
     # ------------------------------------------------------------ data
-    def numpy(self):
+    def numpy(self, out=None):
         """The tensor's values as a new NumPy array (waits; one round trip).
 
         bf16 comes back as ml_dtypes.bfloat16 when that package is installed,
         else as uint16 holding the bits. Large downloads show a tqdm bar when
-        tqdm is installed; Ctrl-C interrupts them (KeyboardInterrupt)."""
+        tqdm is installed; Ctrl-C interrupts them (KeyboardInterrupt).
+
+        With `out`, a C-contiguous, writable array of the tensor's dtype and
+        shape, the values land in it instead and it is returned: an array
+        reused from one download to the next costs no allocation and no page
+        faults. A mismatch raises tensord.Error naming both."""
+        if out is not None:
+            return self._numpy_into(out)
         with transfer_bar("download") as bar:
             info, raw = self._h.download(bar)
         dtype = _dtypes.BY_NAME[info.dtype]
         self._meta = (dtype, tuple(info.shape))
         return raw.view(dtype.numpy).reshape(info.shape)
+
+    def _numpy_into(self, out):
+        if not isinstance(out, np.ndarray):
+            raise TypeError(f"Tensor.numpy(out=...): out must be a NumPy array, got {type(out).__name__}")
+        if not out.flags.c_contiguous or not out.flags.writeable:
+            raise ValueError("Tensor.numpy(out=...): out must be C-contiguous and writable"
+                             f" (contiguous: {out.flags.c_contiguous}, writable: {out.flags.writeable})")
+        # uint16 is how bf16 comes back without ml_dtypes; tensord has no u16.
+        expected = _dtypes.bfloat16 if out.dtype == np.uint16 else _dtypes._BY_NUMPY.get(out.dtype)
+        if expected is None:
+            raise TypeError(f"Tensor.numpy(out=...): out's dtype {out.dtype} is no tensord dtype")
+        with transfer_bar("download") as bar:
+            info = self._h.download_into(out, expected.name, list(out.shape), bar)
+        self._meta = (_dtypes.BY_NAME[info.dtype], tuple(info.shape))
+        return out
 
     def __array__(self, dtype=None, copy=None):
         array = self.numpy()

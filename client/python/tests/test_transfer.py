@@ -1,6 +1,6 @@
 """Data in and out: every dtype round-trips bit-exact, bfloat16 in both
-spellings, a 256 MiB tensor round-trips bit-exact, and Ctrl-C interrupts a
-long transfer cleanly."""
+spellings, numpy(out=...) into a reused array, a 256 MiB tensor round-trips
+bit-exact, and Ctrl-C interrupts a long transfer cleanly."""
 
 import signal
 
@@ -70,6 +70,42 @@ def test_bfloat16_with_ml_dtypes(client):
     back = t.numpy()
     assert back.dtype == values.dtype and back.tobytes() == values.tobytes()
     assert t[2].item() == pytest.approx(3.140625)
+
+
+def test_numpy_into_a_reused_array(client):
+    out = np.empty((3, 1000), np.float32)
+    for _ in range(2):
+        values = rng.standard_normal((3, 1000)).astype(np.float32)
+        assert client.from_numpy(values).numpy(out=out) is out
+        assert out.tobytes() == values.tobytes()
+    big = rng.integers(0, 256, (6 << 20) + 5, dtype=np.uint8)  # past the receive worker's threshold
+    out = np.zeros_like(big)
+    client.from_numpy(big).numpy(out=out)
+    assert np.array_equal(out, big)
+    bits = np.array([0x3F80, 0xC000], dtype=np.uint16)  # bf16 as its bits
+    out = np.zeros(2, np.uint16)
+    client.tensor(bits, dtype=tensord.bfloat16).numpy(out=out)
+    assert out.tobytes() == bits.tobytes()
+
+
+def test_numpy_into_refuses_a_mismatched_array(client):
+    t = client.from_numpy(np.arange(6, dtype=np.float32).reshape(2, 3))
+    for out, what in ((np.zeros((3, 2), np.float32), "f32[3, 2]"), (np.zeros((2, 3), np.float16), "f16[2, 3]"),
+                      (np.zeros(6, np.float32), "f32[6]")):
+        with pytest.raises(tensord.Error) as e:
+            t.numpy(out=out)
+        assert "Tensor.numpy(out=...)" in str(e.value) and "f32[2, 3]" in str(e.value) and what in str(e.value)
+    with pytest.raises(ValueError, match="C-contiguous"):
+        t.numpy(out=np.zeros((3, 2), np.float32).T)
+    read_only = np.zeros((2, 3), np.float32)
+    read_only.flags.writeable = False
+    with pytest.raises(ValueError, match="writable"):
+        t.numpy(out=read_only)
+    with pytest.raises(TypeError, match="NumPy array"):
+        t.numpy(out=[0.0] * 6)
+    with pytest.raises(TypeError, match="no tensord dtype"):
+        t.numpy(out=np.zeros((2, 3), np.float64))
+    assert t.numpy(out=np.empty((2, 3), np.float32)).tolist() == [[0, 1, 2], [3, 4, 5]]  # the handle still works
 
 
 def test_a_256_mib_tensor_round_trips_bit_exact(client):
