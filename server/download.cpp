@@ -15,7 +15,7 @@ namespace {
 
 using WriteRequest = capnp::StreamingRequest<proto::ByteSink::WriteParams>;
 
-constexpr uint64_t kInlineCopyBytes = 256 << 10;
+constexpr uint64_t kInlineCopyBytes = kChunkBytes;
 
 // A piece copied out of its staging slot: its chunk writes, built and ready
 // to go. Cap'n Proto requests own their bytes, so filling them is the one
@@ -73,9 +73,9 @@ class DownloadJob {
   // Builds the piece's write requests here and fills them from the slot on
   // a worker thread, then gives the slot back. (Building them still writes
   // each byte once on the loop: Cap'n Proto zero-fills a message's memory.)
-  // A piece of kInlineCopyBytes or less (a small download, or a small
-  // tail) is copied here: that copy costs less than the hand-offs to a
-  // worker and back.
+  // A piece of one chunk or less (a download's first piece, a small tail)
+  // is copied here: nothing of this download is being sent meanwhile, so
+  // the hand-offs to a worker and back would only add to its latency.
   kj::Promise<Piece> copyOut(StagingLease lease, uint64_t bytes) {
     server_.metrics.bytesOut += bytes;
     server_.metrics.principal(requester_).bytesOut += bytes;
@@ -101,7 +101,7 @@ class DownloadJob {
         at += n;
       }
     };
-    if (bytes <= kInlineCopyBytes) {  // not worth two thread hand-offs
+    if (bytes <= kInlineCopyBytes) {
       job();
       return kj::mv(copy->piece);
     }
