@@ -39,6 +39,7 @@ struct DownloadState {
   uint64_t expected = 0;       // valid once `known`
   bool known = false;
   bool done = false;
+  kj::Own<kj::PromiseFulfiller<void>> onDone;  // fulfilled by done(); null once the download returned
   Progress progress;
   std::unique_ptr<ReceiveWorker> worker;  // lands into *landing while it exists and is not idle
 };
@@ -73,6 +74,7 @@ class SinkServer final : public proto::ByteSink::Server {
 
   kj::Promise<void> done(DoneContext context) override {
     state_->done = true;
+    if (state_->onDone) state_->onDone->fulfill();
     return kj::READY_NOW;
   }
 
@@ -129,10 +131,13 @@ TensorInfo download(Tensor::Impl& impl, Landing& landing, const std::function<vo
     // The sink may outlive the download (an error, an abandoned wait): from
     // here on it must touch neither the caller's destination nor its
     // progress. Stopping the worker waits for the copy in progress.
+    auto doneArrived = kj::newPromiseAndFulfiller<void>();
+    state->onDone = kj::mv(doneArrived.fulfiller);
     KJ_DEFER({
       if (state->worker) state->worker->stop();
       state->landing = nullptr;
       state->progress = nullptr;
+      state->onDone = nullptr;
     });
 
     // Both requests leave together; the info answer normally arrives before
@@ -156,7 +161,11 @@ TensorInfo download(Tensor::Impl& impl, Landing& landing, const std::function<vo
     if (info.bytes - state->received >= kWorkerBytes) state->worker = std::make_unique<ReceiveWorker>(landing);
     if (progress) progress(state->received, info.bytes);
 
-    conn.wait(kj::mv(transfer));
+    // done() comes after every write, so once it arrived every byte has
+    // landed: return then, rather than one more trip later with the download
+    // call's own answer (the daemon sends that once done() returned; the
+    // call is dropped here instead). A failure before done() still ends it.
+    conn.wait(transfer.ignoreResult().exclusiveJoin(kj::mv(doneArrived.promise)));
     // done() was delivered after every write's copy finished, so the worker
     // is idle and the destination is this thread's again.
     if (!state->done || state->received != info.bytes || (state->worker && !state->worker->idle())) {
