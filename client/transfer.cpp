@@ -166,6 +166,10 @@ TensorInfo download(Tensor::Impl& impl, Landing& landing, const std::function<vo
     // call's own answer (the daemon sends that once done() returned; the
     // call is dropped here instead). A failure before done() still ends it.
     conn.wait(transfer.ignoreResult().exclusiveJoin(kj::mv(doneArrived.promise)));
+    // Send done()'s answer now: the daemon's download call ends only once it
+    // arrives, and this thread's event loop may not run again until its next
+    // blocking call (a daemon stopping meanwhile would wait for that call).
+    conn.flush();
     // done() was delivered after every write's copy finished, so the worker
     // is idle and the destination is this thread's again.
     if (!state->done || state->received != info.bytes || (state->worker && !state->worker->idle())) {

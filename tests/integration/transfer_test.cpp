@@ -2,7 +2,10 @@
 // several dtypes and sizes (0 elements, sizes that are not a multiple of the
 // daemon's chunk), large downloads over every piece size, downloads into the
 // caller's memory (bytesInto, toHostInto) and their size checks, an
-// abandoned download, a 1 GiB f32 tensor, and named tensors across clients.
+// abandoned download, no call left in flight once a download returned, a
+// 1 GiB f32 tensor, and named tensors across clients.
+
+#include <sys/wait.h>
 
 #include <chrono>
 #include <cstring>
@@ -11,6 +14,7 @@
 #include <stdexcept>
 
 #include "client/connection.h"
+#include "tests/integration/daemon_process.h"
 #include "tests/integration/daemon_test.h"
 
 namespace tensord::testing {
@@ -251,6 +255,23 @@ TEST_F(IntegrationTransfer, BytesIntoRejectsAWrongSizedBuffer) {
   EXPECT_TRUE(bigOut == large);
   EXPECT_EQ(client->upload(Shape{2}, std::vector<float>{1, 2}).toHost(), (std::vector<float>{1, 2}));
   EXPECT_THROW(Tensor().bytesInto(out), Error);
+}
+
+// A download returns once done() arrived, before the daemon's download call
+// ends, which needs done()'s answer. A client that then sits idle must still
+// have sent it: a daemon told to stop finds no call in flight and exits at
+// once, rather than draining for its timeout.
+TEST(IntegrationTransferDrain, ADownloadLeavesNoCallInFlightWhileTheClientIdles) {
+  DaemonProcess daemon;
+  Client client({.address = daemon.address(), .token = daemon.token()});
+  std::vector<float> values(1000, 2.5f);
+  Tensor t = client.upload(Shape{1000}, values);
+  EXPECT_EQ(t.toHost(), values);
+  std::vector<std::byte> small(4);
+  client.upload(DType::U8, Shape{4}, small).bytesInto(small);
+  auto status = daemon.stop();  // the client is still connected, and idle
+  ASSERT_TRUE(status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << daemon.log();
+  EXPECT_EQ(daemon.log().find("still in flight"), std::string::npos) << daemon.log();
 }
 
 // A download abandoned part-way (what the Python binding does on Ctrl-C):
