@@ -32,6 +32,7 @@
 #include "client/connection.h"
 #include "client/groups.h"
 #include "client/transfer.h"
+#include "client/wire.h"
 #include "tensord/client.h"
 #include "tensord/distributed.h"
 #include "tensord/optim.h"
@@ -308,14 +309,6 @@ py::tuple download(PyTensor& self, py::object progress) {
   return py::make_tuple(std::move(result.first), std::move(array));
 }
 
-// "f32[2, 3]", for the errors of download_into.
-std::string described(std::string_view dtype, const std::vector<int64_t>& shape) {
-  std::string text(dtype);
-  text += '[';
-  for (size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
-  return text + ']';
-}
-
 // Downloads into `out` (memory the caller owns: a C-contiguous, writable
 // NumPy array) once the tensor's dtype and shape turn out to be `dtype` and
 // `shape`, out's own; returns the tensor's info.
@@ -334,8 +327,9 @@ tensord::TensorInfo downloadInto(PyTensor& self, py::buffer out, const std::stri
           if (tensord::dtypeName(info.dtype) != dtype || info.shape != shape || info.bytes != destination.size()) {
             throw tensord::Error(tensord::Error::Kind::kFailed,
                                  "Tensor.numpy(out=...): the tensor is " +
-                                     described(tensord::dtypeName(info.dtype), info.shape) + "; out is " +
-                                     described(dtype, shape) + " (expected the same dtype and shape)");
+                                     std::string(tensord::dtypeName(info.dtype)) +
+                                     tensord::wire::shapeStr(info.shape) + "; out is " + dtype +
+                                     tensord::wire::shapeStr(shape) + " (expected the same dtype and shape)");
           }
         },
         relay.progress());
