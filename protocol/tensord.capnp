@@ -8,13 +8,14 @@
 
 $import "/capnp/c++.capnp".namespace("tensord::proto");
 
-const protocolVersion :UInt32 = 7;
+const protocolVersion :UInt32 = 8;
 # 2: OpSpec.inputSpecs/view/mutates/differentiable, DeviceInfo.dtypes, AttrType.scalar.
 # 3: Daemon.authenticateWithCertificate.
 # 4: Session.adminReload, Session.status, QuotaUse.
 # 5: Session.listTensors pages: prefix, after, limit and next.
 # 6: Session.loadFile, saveFile, stats.
 # 7: user kernels (Session @13-@16), groups and collectives (Session @17-@20).
+# 8: Session.callBatch (@22), BatchCall, BatchInput, BatchOutput.
 
 # ---------------------------------------------------------------- data types
 
@@ -249,6 +250,25 @@ interface Progress {
   update @0 (done :UInt64, total :UInt64) -> stream;
 }
 
+# One call of Session.callBatch.
+struct BatchCall {
+  op @0 :Text;
+  inputs @1 :List(BatchInput);
+  attrs @2 :List(Attr);
+}
+
+struct BatchInput {
+  union {
+    tensor @0 :Tensor;         # a tensor the client holds (may be a promise)
+    earlier @1 :BatchOutput;   # an output of an earlier call of the batch
+  }
+}
+
+struct BatchOutput {
+  call @0 :UInt32;    # index into the batch's calls
+  output @1 :UInt32;  # index into that call's outputs
+}
+
 interface OpResults {
   get @0 (index :UInt32) -> (tensor :Tensor);
 }
@@ -375,6 +395,18 @@ interface Session {
   # the same members (the dialer retries until its timeout), or when that
   # rank is already connected. Needs the `@collective` category; clients
   # never call it (groupCreate does).
+
+  callBatch @22 (calls :List(BatchCall), keep :List(BatchOutput)) -> (results :OpResults);
+  # Runs `calls` in order as if each were its own `call`, in one message:
+  # a chain of small ops costs one round trip instead of one message each.
+  # An input is a tensor the client holds or an output of an earlier call
+  # of the same batch. Each call is authorized, validated and enqueued
+  # exactly as `call` would; a call that fails fails alone (and the calls
+  # that use its outputs, with its error), the others run. `keep` lists the
+  # outputs the client wants handles to, in the order `results.get(i)`
+  # returns them; a kept output of a failed call is a capability broken
+  # with that call's error. Outputs not kept are freed once the device is
+  # done with them. At most 4096 calls per batch.
 }
 
 # ------------------------------------------------- node to node (collectives)

@@ -22,6 +22,7 @@ class SessionImpl final : public proto::Session::Server {
   kj::Promise<void> info(InfoContext context) override;
   kj::Promise<void> listOps(ListOpsContext context) override;
   kj::Promise<void> call(CallContext context) override;  // session_call.cpp
+  kj::Promise<void> callBatch(CallBatchContext context) override;  // session_call.cpp
   kj::Promise<void> upload(UploadContext context) override;
   kj::Promise<void> restore(RestoreContext context) override;
   kj::Promise<void> listTensors(ListTensorsContext context) override;

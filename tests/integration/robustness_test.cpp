@@ -369,6 +369,85 @@ TEST(IntegrationLimits, CallsPastMaxInflightAreOverloadedAndTheConnectionSurvive
   EXPECT_TRUE(status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << daemon.log();
 }
 
+// Batches a client library would never send: each mistake is named, and
+// the connection keeps serving.
+TEST(IntegrationLimits, MalformedBatchesAreRefusedWithWhatIsWrong) {
+  DaemonProcess daemon(DaemonOptions{});
+  onOwnThread([&] {
+    auto io = kj::setupAsyncIo();
+    RawRpc raw(io, daemon.address());
+    auto auth = raw.daemon.authenticateRequest();
+    auth.setToken(daemon.token());
+    proto::Session::Client session = auth.send().wait(io.waitScope).getSession();
+
+    auto upload = session.uploadRequest();
+    upload.initDesc().setDtype(proto::DType::F32);
+    upload.getDesc().initShape(1).set(0, 1);
+    auto writer = upload.send().wait(io.waitScope).getWriter();
+    auto write = writer.writeRequest();
+    const float one = 1.0f;
+    write.setData(kj::arrayPtr(reinterpret_cast<const capnp::byte*>(&one), sizeof one));
+    write.send().wait(io.waitScope);
+    proto::Tensor::Client x = writer.commitRequest().send().wait(io.waitScope).getTensor();
+
+    // A call that names a later call's output fails; the batch's others run.
+    {
+      auto batch = session.callBatchRequest();
+      auto calls = batch.initCalls(2);
+      calls[0].setOp("add");
+      auto in0 = calls[0].initInputs(2);
+      auto forward = in0[0].initEarlier();
+      forward.setCall(1);
+      forward.setOutput(0);
+      in0[1].setTensor(x);
+      calls[1].setOp("add");
+      auto in1 = calls[1].initInputs(2);
+      in1[0].setTensor(x);
+      in1[1].setTensor(x);
+      auto keep = batch.initKeep(3);
+      keep[0].setCall(0);
+      keep[1].setCall(1);
+      keep[2].setCall(1);
+      keep[2].setOutput(5);
+      auto results = batch.send().wait(io.waitScope).getResults();
+      auto get = [&](uint32_t i) {
+        auto request = results.getRequest();
+        request.setIndex(i);
+        return request.send().wait(io.waitScope).getTensor();
+      };
+      auto e0 = rejectionOf(get(0).infoRequest().send(), io.waitScope);
+      EXPECT_TRUE(contains(e0.getDescription().cStr(),
+                           "add: input 'input' names call 1 of the batch; expected an earlier call (below 0)"))
+          << e0.getDescription().cStr();
+      auto info = get(1).infoRequest().send().wait(io.waitScope);
+      EXPECT_EQ(info.getInfo().getDesc().getShape().size(), 1u);
+      auto e2 = rejectionOf(get(2).infoRequest().send(), io.waitScope);
+      EXPECT_TRUE(contains(e2.getDescription().cStr(), "callBatch: keep[2] names output 5 of call 1, which has 1 output(s)"))
+          << e2.getDescription().cStr();
+    }
+    // A kept output of a call the batch does not have refuses the batch.
+    {
+      auto batch = session.callBatchRequest();
+      batch.initCalls(1)[0].setOp("add");
+      batch.initKeep(1)[0].setCall(3);
+      auto e = rejectionOf(batch.send(), io.waitScope);
+      EXPECT_TRUE(contains(e.getDescription().cStr(), "callBatch: keep[0] names call 3; the batch has 1 call(s)"))
+          << e.getDescription().cStr();
+    }
+    // Too many calls for one batch.
+    {
+      auto batch = session.callBatchRequest();
+      batch.initCalls(5000);
+      auto e = rejectionOf(batch.send(), io.waitScope);
+      EXPECT_TRUE(contains(e.getDescription().cStr(), "callBatch: 5000 calls; expected at most 4096 per batch"))
+          << e.getDescription().cStr();
+    }
+    EXPECT_EQ(std::string(session.whoamiRequest().send().wait(io.waitScope).getPrincipal().cStr()), daemon.principal());
+  });
+  auto status = daemon.stop();
+  EXPECT_TRUE(status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << daemon.log();
+}
+
 TEST(IntegrationLimits, ConnectionsPastMaxConnectionsAreClosedAtOnce) {
   DaemonOptions options;
   options.limits = {{"max_connections", 3}};
