@@ -2,8 +2,8 @@
 // run, its figures next to a bare Cap'n Proto floor measured in the same run:
 //   - tiny-op round trip p50/p99 vs a trivial Cap'n Proto call, and the
 //     fixed cost of a transfer (4 bytes up, 4 bytes down) vs the same call;
-//   - a 100-op pipelined chain vs 100 sequential round trips and vs one
-//     bare round trip;
+//   - a 100-op pipelined chain, the same chain in one Batch, and 100
+//     sequential round trips, vs one bare round trip;
 //   - 8 and 64 clients at once issuing tiny ops: throughput and p99;
 //   - upload/download GB/s vs a bare `-> stream` of the same bytes; downloads
 //     both into a fresh vector (bytes()) and into a reused buffer (bytesInto()).
@@ -240,8 +240,9 @@ int run(const Options& o) {
     if (std::memcmp(four.data(), source.data(), 4) != 0) throw std::runtime_error("a 4-byte download differs");
   }
 
-  // Chains of adds: all pipelined (one wait) vs one round trip each.
-  std::vector<double> pipelined, sequential;
+  // Chains of adds: all pipelined (one wait), held in one Batch (one
+  // message, one wait), and one round trip each.
+  std::vector<double> pipelined, batched, sequential;
   for (int r = 0; r < o.chainRepeats; ++r) {
     auto start = Clock::now();
     Tensor x = one;
@@ -250,6 +251,17 @@ int run(const Options& o) {
     pipelined.push_back(since(start));
     if (r == 0 && x.toHost() != std::vector<float>{float(kChainLength + 1)}) {
       throw std::runtime_error("the pipelined chain computed a wrong value");
+    }
+    start = Clock::now();
+    Tensor z = one;
+    {
+      Batch batch(client);
+      for (int i = 0; i < kChainLength; ++i) z = z + one;
+    }
+    z.wait();
+    batched.push_back(since(start));
+    if (r == 0 && z.toHost() != std::vector<float>{float(kChainLength + 1)}) {
+      throw std::runtime_error("the batched chain computed a wrong value");
     }
     start = Clock::now();
     Tensor y = one;
@@ -330,6 +342,8 @@ int run(const Options& o) {
   double pipe = median(pipelined), seq = median(sequential);
   const double bare = percentile(floor.pingSeconds, 50);
   row("pipelined, one wait (/ floor)", {millis(pipe), micros(bare), ratio(pipe / bare)});
+  const double batch = median(batched);
+  row("in one Batch, one wait (/ floor)", {millis(batch), micros(bare), ratio(batch / bare)});
   row("sequential (/ pipelined)", {millis(seq), "", ratio(seq / pipe)});
 
   std::printf("\nclients at once, each: tiny op (add, 1 element), waited for\n");

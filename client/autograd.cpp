@@ -39,13 +39,7 @@ bool needsGrad(const Tensor& t) {
   return impl && (impl->requiresGrad || impl->gradFn);
 }
 
-Tensor detached(Tensor::Impl& impl) {
-  auto copy = std::make_shared<Tensor::Impl>();
-  copy->conn = impl.conn;
-  copy->origin = impl.origin;
-  copy->cap = impl.cap;
-  return Client::Impl::wrap(std::move(copy));
-}
+Tensor detached(Tensor::Impl& impl) { return Client::Impl::wrap(shareHandle(impl)); }
 
 // The name of the forward call's i-th input (a variadic input repeats).
 std::string inputName(const OpInfo& op, size_t i) {
@@ -144,6 +138,8 @@ void Tensor::backward(const Tensor& gradient) const {
                 "setRequiresGrad(), or they ran under NoGrad)");
   }
   NoGrad noGrad;  // the backward calls themselves are not recorded
+  // They travel together (as in a Batch): one message, not one per call.
+  detail::HeldCalls held(conn);
   Tensor seed = gradient ? gradient : detail::call1(conn, "ones_like", {*this});
   if (!root.gradFn) {
     detail::accumulate(conn, root.grad, seed);

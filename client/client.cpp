@@ -137,4 +137,10 @@ void Client::remove(std::string_view name) {
   });
 }
 
+Batch::Batch(Client& client) : conn_(client.impl().conn) { conn_->openBatch(); }
+
+Batch::~Batch() { conn_->closeBatch(); }
+
+void Batch::send() { conn_->sendHeld(); }
+
 }  // namespace tensord

@@ -247,6 +247,85 @@ Connection::Connection(const ConnectOptions& options) : io_(threadIoContext()), 
 
 Connection::~Connection() = default;
 
+void Connection::closeBatch() {
+  if (batchDepth_ > 0 && --batchDepth_ == 0) sendHeld();
+}
+
+std::vector<std::shared_ptr<HeldOutput>> Connection::hold(HeldCall call, size_t outputs) {
+  std::vector<std::shared_ptr<HeldOutput>> out;
+  for (size_t i = 0; i < outputs; ++i) {
+    auto output = std::make_shared<HeldOutput>();
+    output->call = uint32_t(held_.size());
+    output->output = uint32_t(i);
+    call.outputs.push_back(output);
+    out.push_back(std::move(output));
+  }
+  held_.push_back(std::move(call));
+  ++stats.calls;
+  if (held_.size() >= kMaxHeldCalls) sendHeld();
+  return out;
+}
+
+void Connection::sendHeld() {
+  if (held_.empty()) return;
+  std::vector<HeldCall> calls = std::move(held_);
+  held_.clear();
+  // The outputs someone still holds; the others are not asked for.
+  std::vector<std::shared_ptr<HeldOutput>> kept;
+  for (auto& call : calls) {
+    for (auto& weak : call.outputs) {
+      if (auto output = weak.lock()) kept.push_back(std::move(output));
+    }
+  }
+  KJ_IF_MAYBE (error, kj::runCatchingExceptions([&] {
+    auto request = session_.callBatchRequest();
+    auto list = request.initCalls(uint32_t(calls.size()));
+    for (size_t c = 0; c < calls.size(); ++c) {
+      auto call = list[uint32_t(c)];
+      call.setOp(calls[c].op);
+      auto inputs = call.initInputs(uint32_t(calls[c].inputs.size()));
+      for (size_t i = 0; i < calls[c].inputs.size(); ++i) {
+        HeldInput& input = calls[c].inputs[i];
+        if (!input.earlier) {
+          inputs[uint32_t(i)].setTensor(input.cap);
+        } else {
+          auto earlier = inputs[uint32_t(i)].initEarlier();
+          earlier.setCall(input.call);
+          earlier.setOutput(input.output);
+        }
+      }
+      wire::setAttrs(call, calls[c].attrs);
+    }
+    auto keep = request.initKeep(uint32_t(kept.size()));
+    for (size_t k = 0; k < kept.size(); ++k) {
+      keep[uint32_t(k)].setCall(kept[k]->call);
+      keep[uint32_t(k)].setOutput(kept[k]->output);
+    }
+    auto sent = request.send();
+    // Each kept output pipelines on the batch's results, like a call's `output`.
+    auto results = sent.getResults();
+    for (size_t k = 0; k < kept.size(); ++k) {
+      auto get = results.getRequest(capnp::MessageSize{4, 0});
+      get.setIndex(uint32_t(k));
+      kept[k]->cap = get.send().getTensor();
+    }
+    auto origin = std::make_shared<PendingCall>(sent.then([](capnp::Response<proto::Session::CallBatchResults>&&) {}));
+    if (kept.empty()) addTask(origin->done.addBranch());  // runs on; a failure surfaces at the next blocking request
+    for (auto& output : kept) {
+      output->origin = origin;
+      output->sent = true;
+    }
+  })) {
+    for (auto& output : kept) {
+      output->cap = proto::Tensor::Client(capnp::newBrokenCap(kj::cp(*error)));
+      output->origin.reset();
+      output->sent = true;
+    }
+    return;
+  }
+  flush();  // lets the event loop write the batch
+}
+
 void Connection::flush() {
   guard([&] { io_->waitScope.poll(); });
 }

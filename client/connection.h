@@ -29,6 +29,7 @@
 namespace tensord::detail {
 
 struct GradNode;
+struct PendingCall;
 
 // The calling thread's KJ async-io context, created on first use and kept
 // while any connection of the thread holds it.
@@ -61,6 +62,33 @@ class WaitCheckScope {
   const WaitCheckScope* previous_;
 };
 
+// An output of a call held for a batch (tensord::Batch). Shared by every
+// handle to it; the held call keeps a weak reference, so an output nobody
+// holds when the batch is sent is not asked for.
+struct HeldOutput {
+  uint32_t call = 0;    // index among the held calls
+  uint32_t output = 0;  // index among that call's outputs
+  bool sent = false;    // once sent: the capability and the batch's completion
+  proto::Tensor::Client cap = nullptr;
+  std::shared_ptr<PendingCall> origin;
+};
+
+// One input of a held call: a tensor's capability, or an earlier held
+// call's output.
+struct HeldInput {
+  bool earlier = false;
+  proto::Tensor::Client cap = nullptr;  // when not `earlier`
+  uint32_t call = 0;
+  uint32_t output = 0;
+};
+
+struct HeldCall {
+  std::string op;
+  std::vector<HeldInput> inputs;
+  Attrs attrs;
+  std::vector<std::weak_ptr<HeldOutput>> outputs;
+};
+
 class Connection {
  public:
   // Connects to options.address (HOST:PORT, or tls://HOST:PORT with a TLS
@@ -79,7 +107,12 @@ class Connection {
   // WaitCheckScope check when there is one.
   template <typename P>
   auto wait(P&& promise) -> decltype(promise.wait(std::declval<kj::WaitScope&>()));
-  proto::Session::Client& session() { return session_; }
+  // The session, for a request sent now: what a batch holds goes first, so
+  // the daemon sees requests in the order they were made.
+  proto::Session::Client& session() {
+    sendHeld();
+    return session_;
+  }
   const std::string& address() const { return address_; }
   const std::string& principal() const { return principal_; }
 
@@ -102,6 +135,7 @@ class Connection {
   auto blocking(F&& body) -> decltype(body()) {
     ++stats.roundTrips;
     try {
+      sendHeld();
       if constexpr (std::is_void_v<decltype(body())>) {
         body();
         throwTaskError();
@@ -134,6 +168,20 @@ class Connection {
   // Drops the cached op table (after this client registered or removed a
   // kernel): the next ops() or opInfo() asks the daemon.
   void forgetOps();
+
+  // Batches (tensord::Batch). While one is open, calls with outputs are
+  // held (Connection::hold) and go to the daemon together as one
+  // Session.callBatch: when the outermost batch closes, when anything else
+  // is sent or waited for, or every kMaxHeldCalls calls.
+  static constexpr size_t kMaxHeldCalls = 256;
+  void openBatch() { ++batchDepth_; }
+  void closeBatch();
+  bool batching() const { return batchDepth_ > 0; }
+  // Holds a call; returns its outputs' handles.
+  std::vector<std::shared_ptr<HeldOutput>> hold(HeldCall call, size_t outputs);
+  // Sends the held calls now (nothing when none are held). Never throws: a
+  // batch that cannot be sent breaks its outputs with the error.
+  void sendHeld();
 
   // Calls with no outputs (optimizer steps, zero_) run on as tasks; the
   // first error among them is thrown by the next blocking request.
@@ -171,6 +219,8 @@ class Connection {
   TaskErrors taskErrors_;
   kj::TaskSet tasks_{taskErrors_};
   std::set<std::string, std::less<>> askedAgain_;
+  int batchDepth_ = 0;
+  std::vector<HeldCall> held_;
 };
 
 template <typename P>
@@ -194,6 +244,19 @@ auto Connection::wait(P&& promise) -> decltype(promise.wait(std::declval<kj::Wai
   }
 }
 
+// Holds the calls made through `conn` while it exists: tensord::Batch for
+// the library's own use (backward()).
+class HeldCalls {
+ public:
+  explicit HeldCalls(std::shared_ptr<Connection> conn) : conn_(std::move(conn)) { conn_->openBatch(); }
+  ~HeldCalls() { conn_->closeBatch(); }
+  HeldCalls(const HeldCalls&) = delete;
+  HeldCalls& operator=(const HeldCalls&) = delete;
+
+ private:
+  std::shared_ptr<Connection> conn_;
+};
+
 // The response of the call that made one or more tensors (all outputs of one
 // call share it). Kept so that wait() can observe the call's completion and
 // its error; the pipelined capabilities stay valid either way.
@@ -211,7 +274,8 @@ namespace tensord {
 struct Tensor::Impl {
   std::shared_ptr<detail::Connection> conn;
   std::shared_ptr<detail::PendingCall> origin;
-  proto::Tensor::Client cap = nullptr;
+  proto::Tensor::Client cap = nullptr;  // null while `held` is unsent
+  std::shared_ptr<detail::HeldOutput> held;  // an output of a held call, until capOf() took its capability
 
   // Autograd (client/autograd.cpp): a leaf has requiresGrad and collects
   // grad; a recorded call's output has the call's node and its index there.
@@ -243,6 +307,13 @@ void recordCall(const std::shared_ptr<Connection>& conn, std::string_view op, co
 
 // The implementation of a handle; throws Error for a null Tensor, naming `what`.
 Tensor::Impl& implOf(const Tensor& tensor, std::string_view what);
+
+// The handle's capability, for a request: an output of a held call sends
+// its batch first.
+proto::Tensor::Client& capOf(Tensor::Impl& impl);
+
+// The same daemon tensor under a second handle, without autograd history.
+std::shared_ptr<Tensor::Impl> shareHandle(Tensor::Impl& impl);
 
 // Session.call, pipelined: returns the first `count` outputs before the daemon answers.
 std::vector<Tensor> callOp(const std::shared_ptr<Connection>& conn, std::string_view op,

@@ -22,7 +22,7 @@ Collective collectiveOp(const std::shared_ptr<Connection>& conn, std::string_vie
   const std::string what = "collective " + std::string(kind) + " on group '" + std::string(group) + "'";
   std::vector<proto::Tensor::Client> caps;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    proto::Tensor::Client cap = implOf(inputs[i], what + ": input " + std::to_string(i)).cap;
+    proto::Tensor::Client cap = capOf(implOf(inputs[i], what + ": input " + std::to_string(i)));
     caps.push_back(kj::mv(cap));
   }
   const size_t count = collectiveOutputCount(kind, inputs.size());

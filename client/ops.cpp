@@ -7,11 +7,44 @@ namespace tensord {
 
 namespace detail {
 
+namespace {
+
+// A call with outputs while a Batch is open: held, to be sent with the others.
+std::vector<Tensor> holdCall(const std::shared_ptr<Connection>& conn, std::string_view op,
+                             const std::vector<Tensor>& inputs, const Attrs& attrs, size_t count) {
+  HeldCall call;
+  call.op = std::string(op);
+  call.attrs = attrs;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    Tensor::Impl& impl = implOf(inputs[i], std::string(op) + ": input " + std::to_string(i));
+    HeldInput& input = call.inputs.emplace_back();
+    if (impl.held && !impl.held->sent && impl.conn == conn) {
+      input.earlier = true;  // an output of a call held with this one
+      input.call = impl.held->call;
+      input.output = impl.held->output;
+    } else {
+      input.cap = capOf(impl);
+    }
+  }
+  std::vector<Tensor> out;
+  for (auto& held : conn->hold(std::move(call), count)) {
+    auto impl = std::make_shared<Tensor::Impl>();
+    impl->conn = conn;
+    impl->held = std::move(held);
+    out.push_back(Client::Impl::wrap(std::move(impl)));
+  }
+  recordCall(conn, op, inputs, attrs, out);
+  return out;
+}
+
+}  // namespace
+
 std::vector<Tensor> callOp(const std::shared_ptr<Connection>& conn, std::string_view op,
                            const std::vector<Tensor>& inputs, const Attrs& attrs, size_t count) {
+  if (count > 0 && conn->batching()) return holdCall(conn, op, inputs, attrs, count);
   std::vector<proto::Tensor::Client> caps;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    proto::Tensor::Client cap = implOf(inputs[i], std::string(op) + ": input " + std::to_string(i)).cap;
+    proto::Tensor::Client cap = capOf(implOf(inputs[i], std::string(op) + ": input " + std::to_string(i)));
     caps.push_back(kj::mv(cap));
   }
   return conn->guard([&] {

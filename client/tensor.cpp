@@ -25,12 +25,31 @@ Tensor::Impl& implOf(const Tensor& tensor, std::string_view what) {
   return *impl;
 }
 
+proto::Tensor::Client& capOf(Tensor::Impl& impl) {
+  if (impl.held) {
+    if (!impl.held->sent) impl.conn->sendHeld();
+    impl.cap = impl.held->cap;
+    impl.origin = impl.held->origin;
+    impl.held.reset();
+  }
+  return impl.cap;
+}
+
+std::shared_ptr<Tensor::Impl> shareHandle(Tensor::Impl& impl) {
+  auto copy = std::make_shared<Tensor::Impl>();
+  copy->conn = impl.conn;
+  copy->origin = impl.origin;
+  copy->cap = impl.cap;
+  copy->held = impl.held;
+  return copy;
+}
+
 }  // namespace detail
 
 TensorInfo Tensor::info() const {
   auto& impl = detail::implOf(*this, "Tensor::info");
   return impl.conn->blocking([&] {
-    auto response = impl.conn->wait(impl.cap.infoRequest().send());
+    auto response = impl.conn->wait(detail::capOf(impl).infoRequest().send());
     return wire::fromWire(response.getInfo());
   });
 }
@@ -106,15 +125,16 @@ void Tensor::toHostInto(std::span<float> out) const {
 void Tensor::wait() const {
   auto& impl = detail::implOf(*this, "Tensor::wait");
   impl.conn->blocking([&] {
+    proto::Tensor::Client& cap = detail::capOf(impl);
     if (impl.origin) impl.conn->wait(impl.origin->done.addBranch());
-    impl.conn->wait(impl.cap.whenResolved());
+    impl.conn->wait(cap.whenResolved());
   });
 }
 
 void Tensor::save(std::string_view name, bool overwrite) const {
   auto& impl = detail::implOf(*this, "Tensor::save");
   impl.conn->blocking([&] {
-    auto request = impl.cap.saveRequest();
+    auto request = detail::capOf(impl).saveRequest();
     request.setName(std::string(name));
     request.setOverwrite(overwrite);
     impl.conn->wait(request.send());

@@ -142,8 +142,8 @@ TensorInfo download(Tensor::Impl& impl, Landing& landing, const std::function<vo
 
     // Both requests leave together; the info answer normally arrives before
     // the first chunk, so the destination is sized once, before any byte.
-    auto infoCall = impl.cap.infoRequest().send();
-    auto request = impl.cap.downloadRequest();
+    auto infoCall = capOf(impl).infoRequest().send();
+    auto request = capOf(impl).downloadRequest();
     request.setSink(kj::heap<SinkServer>(state));
     request.setOffset(0);
     request.setLength(0);

@@ -18,15 +18,19 @@ void setAttrValue(proto::AttrValue::Builder out, const AttrValue& value);
 
 // Fills the `inputs` and `attrs` of a request shaped like Session.call
 // (call, collective).
-template <typename Request>
-void setInputsAndAttrs(Request& request, std::vector<proto::Tensor::Client>& caps, const Attrs& attrs) {
-  auto in = request.initInputs(uint32_t(caps.size()));
-  for (size_t i = 0; i < caps.size(); ++i) in.set(uint32_t(i), caps[i]);
-  auto at = request.initAttrs(uint32_t(attrs.size()));
+template <typename Builder>
+void setAttrs(Builder& builder, const Attrs& attrs) {
+  auto at = builder.initAttrs(uint32_t(attrs.size()));
   for (size_t i = 0; i < attrs.size(); ++i) {
     at[uint32_t(i)].setName(attrs[i].first);
     setAttrValue(at[uint32_t(i)].initValue(), attrs[i].second);
   }
+}
+template <typename Request>
+void setInputsAndAttrs(Request& request, std::vector<proto::Tensor::Client>& caps, const Attrs& attrs) {
+  auto in = request.initInputs(uint32_t(caps.size()));
+  for (size_t i = 0; i < caps.size(); ++i) in.set(uint32_t(i), caps[i]);
+  setAttrs(request, attrs);
 }
 AttrValue fromWire(proto::AttrValue::Reader value);
 std::string attrTypeName(proto::AttrType type);  // "int", "float", ...

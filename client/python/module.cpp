@@ -355,6 +355,7 @@ void replaceContents(PyTensor& self, PyTensor& other) {
   }
   to->cap = from->cap;
   to->origin = from->origin;
+  to->held = from->held;
 }
 
 // tensorctl's resolution of the address, token and TLS files: the keyword
@@ -602,6 +603,25 @@ class NoGradScope {
 
  private:
   std::optional<tensord::NoGrad> scope_;
+};
+
+// Client.batch()'s engine: a tensord::Batch per `with` block.
+class BatchScope {
+ public:
+  explicit BatchScope(PyClient& client) : client_(&client) {}
+  void enter() {
+    if (batch_) throw py::value_error("Client.batch: this context manager is already entered");
+    batch_.emplace(client_->use("Client.batch"));
+  }
+  void send() {
+    if (!batch_) throw py::value_error("Client.batch: send() outside the with block");
+    batch_->send();
+  }
+  void exit() { batch_.reset(); }
+
+ private:
+  PyClient* client_;
+  std::optional<tensord::Batch> batch_;
 };
 
 // A member's view of a group (tensord::ProcessGroup), owned by the thread of
@@ -1188,6 +1208,12 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("buckets", [](PyDistributedDataParallel& d) {
         return d.use("DistributedDataParallel.buckets").buckets();
       });
+
+  py::class_<BatchScope>(m, "BatchScope")
+      .def(py::init<PyClient&>(), py::arg("client"), py::keep_alive<1, 2>())
+      .def("enter", &BatchScope::enter)
+      .def("send", &BatchScope::send)
+      .def("exit", &BatchScope::exit);
 
   py::class_<NoGradScope>(m, "NoGradScope")
       .def(py::init<>())

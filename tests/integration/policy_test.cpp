@@ -81,6 +81,24 @@ TEST_F(PolicyTest, CallByCategory) {
   EXPECT_FALSE(contains(log, "principal=alice")) << log;
 }
 
+TEST_F(PolicyTest, ABatchedCallIsAuthorizedLikeACallAndADenialFailsOnlyIt) {
+  auto carol = as("carol");
+  auto c = carol->upload(Shape{2, 2}, data_);
+  Tensor sum, product, after;
+  {
+    Batch batch(*carol);
+    sum = c + c;                  // @elementwise: allowed
+    product = matmul(sum, c);     // @linalg: denied
+    after = sum * c;              // allowed, after the denied call
+  }
+  EXPECT_EQ(sum.toHost(), (std::vector<float>{2, 4, 6, 8}));
+  EXPECT_EQ(after.toHost(), (std::vector<float>{2, 8, 18, 32}));
+  const std::string denied = errorOf([&] { product.toHost(); });
+  EXPECT_TRUE(contains(denied, "permission denied: principal 'carol' may not call op 'matmul' (category @linalg)"))
+      << denied;
+  EXPECT_TRUE(contains(audit(), "action=call resource=matmul")) << audit();
+}
+
 TEST_F(PolicyTest, CallByOpName) {
   auto alice = as("alice");
   auto carol = as("carol");

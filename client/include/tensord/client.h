@@ -289,6 +289,34 @@ struct ConnectOptions {
   std::string keyFile;   // its PEM private key (unencrypted)
 };
 
+namespace detail {
+class Connection;
+}  // namespace detail
+
+// While a Batch of a client exists, the calls made through that client
+// that have outputs are held and go to the daemon together, as one message,
+// instead of one message each: a chain of small ops then costs about one
+// round trip. What is held is sent when the outermost Batch ends, when
+// send() is called, when anything else goes to the daemon or is waited for
+// (a read, wait(), an upload, a call without outputs, a collective: order
+// is kept), and every 256 calls. Each call still runs, and fails, exactly
+// as on its own: its error reaches its outputs' next blocking read. Handles
+// work as usual meanwhile; an output nobody holds any more when the batch
+// is sent is freed on the daemon as soon as the device is done with it.
+// Batches nest. Thread: the client's.
+class Batch {
+ public:
+  explicit Batch(Client& client);
+  ~Batch();  // sends what is held
+  Batch(const Batch&) = delete;
+  Batch& operator=(const Batch&) = delete;
+
+  void send();  // sends what is held now; the batch stays open
+
+ private:
+  std::shared_ptr<detail::Connection> conn_;
+};
+
 class Client {
  public:
   explicit Client(ConnectOptions options = {});  // connects and authenticates; throws Error

@@ -42,6 +42,25 @@ def _host_array(data, want):
     return array.astype(want.numpy), want, None
 
 
+class _Batch:
+    """Client.batch()'s context manager."""
+
+    def __init__(self, core_client):
+        self._scope = _core.BatchScope(core_client)
+
+    def __enter__(self):
+        self._scope.enter()
+        return self
+
+    def __exit__(self, *exc):
+        self._scope.exit()
+        return False
+
+    def send(self):
+        """Sends what the block holds so far; the block stays open."""
+        self._scope.send()
+
+
 class Client:
     """A connection to a tensord daemon.
 
@@ -79,6 +98,22 @@ class Client:
     def address(self):
         """The daemon's address, as connected to."""
         return self._c.address
+
+    def batch(self):
+        """A context manager: the calls made through this client inside it
+        that have outputs are held and sent to the daemon together, as one
+        message, when the block ends (or when anything is read, waited for
+        or sent otherwise, and every 256 calls), so a chain of small ops
+        costs about one round trip instead of one message per call. Each
+        call still runs and fails as on its own; its error is raised where
+        its result is read. Blocks nest. `with client.batch() as b:` gives
+        b.send() to send what is held so far.
+
+            with client.batch():
+                for _ in range(100):
+                    x = x + one
+        """
+        return _Batch(self._c)
 
     # ------------------------------------------------------------ making tensors
     def tensor(self, data, dtype=None, requires_grad=False):

@@ -383,6 +383,33 @@ def test_an_error_surfaces_at_the_first_wait(client):
     assert client.tensor([1.0]).item() == 1.0  # the client goes on
 
 
+def test_a_batch_sends_its_calls_together_and_each_fails_alone(client, daemon):
+    x = client.tensor(np.arange(4, dtype=np.float32))
+    one = client.tensor(np.ones(4, dtype=np.float32))
+    x.numpy()
+    stats = lambda: next(p for p in client.daemon_stats().principals if p.principal == daemon.principal)
+    before = stats()
+    with client.batch():
+        y = x
+        for _ in range(30):
+            y = y + one
+        bad = x @ client.tensor(np.ones((3, 3), np.float32))  # the upload sends what is held first
+        after_bad = y * 2  # runs: it does not need the failed call
+    np.testing.assert_array_equal(y.numpy(), np.arange(4, dtype=np.float32) + 30)
+    np.testing.assert_array_equal(after_bad.numpy(), (np.arange(4, dtype=np.float32) + 30) * 2)
+    with pytest.raises(tensord.Refused, match="matmul"):
+        bad.numpy()
+    after = stats()
+    assert after.ops - before.ops == 32
+    assert after.calls - before.calls < 15  # 32 calls did not each travel alone
+
+    with client.batch() as b:
+        z = x + one
+        b.send()
+        z = z + one
+    np.testing.assert_array_equal(z.numpy(), np.arange(4, dtype=np.float32) + 2)
+
+
 # ---------------------------------------------------------------- autograd switches
 def test_no_grad(client):
     w = client.tensor([1.0, 2.0], requires_grad=True)

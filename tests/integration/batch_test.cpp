@@ -1,0 +1,181 @@
+// Batches: calls held by a tensord::Batch travel as one Session.callBatch
+// and behave exactly as the same calls made one by one (results, errors,
+// order with other requests, autograd), while the daemon sees one request.
+
+#include <thread>
+
+#include "tests/integration/daemon_test.h"
+
+namespace tensord::testing {
+namespace {
+
+class IntegrationBatch : public DaemonTest {};
+
+// Live unnamed tensors of this client's session (they list with an empty name).
+size_t liveUnnamed(Client& client) {
+  size_t n = 0;
+  for (const auto& t : client.list()) n += t.name.empty() ? 1 : 0;
+  return n;
+}
+
+const PrincipalStats& statsOf(const DaemonStats& stats, const std::string& principal) {
+  for (const auto& p : stats.principals) {
+    if (p.principal == principal) return p;
+  }
+  throw std::runtime_error("no stats for principal " + principal);
+}
+
+TEST_F(IntegrationBatch, AChainInOneBatchIsOneRequestAndKeepsOnlyTheOutputsStillHeld) {
+  constexpr int kLength = 50;
+  constexpr int64_t kElements = 300;
+  auto client = connect();
+  auto x0 = randomFloats(kElements, 7, -2, 2);
+  std::vector<float> half(kElements, 0.5f);
+  Tensor x = client->upload(Shape{kElements}, x0);
+  Tensor h = client->upload(Shape{kElements}, half);
+  x.wait();
+  h.wait();
+  const size_t liveBefore = liveUnnamed(*client);
+  const PrincipalStats before = statsOf(client->daemonStats(), daemon().principal());
+  const uint64_t callsBefore = client->stats().calls;
+
+  Tensor y = x;
+  Tensor third;
+  {
+    Batch batch(*client);
+    for (int i = 0; i < kLength; ++i) {
+      y = (i % 2 == 0) ? y + h : y * h;
+      if (i == 3) third = y;  // an intermediate the program keeps
+    }
+  }
+  const std::vector<float> got = y.toHost();
+  const std::vector<float> gotThird = third.toHost();
+
+  std::vector<float> want = x0, wantThird;
+  for (int i = 0; i < kLength; ++i) {
+    for (auto& v : want) v = (i % 2 == 0) ? v + 0.5f : v * 0.5f;
+    if (i == 3) wantThird = want;
+  }
+  ASSERT_EQ(got, want);
+  ASSERT_EQ(gotThird, wantThird);
+  EXPECT_EQ(client->stats().calls, callsBefore + kLength);
+
+  const PrincipalStats after = statsOf(client->daemonStats(), daemon().principal());
+  EXPECT_EQ(after.ops, before.ops + kLength);
+  // callBatch, two downloads and their info requests, the stats request:
+  // far fewer requests than calls.
+  EXPECT_LE(after.calls - before.calls, 8u) << "the batch's calls reached the daemon as separate requests";
+  // Only the two outputs still held live on; the other 48 were freed.
+  EXPECT_TRUE(waitUntil([&] { return liveUnnamed(*client) == liveBefore + 2; }, std::chrono::seconds(10)))
+      << liveUnnamed(*client) << " unnamed tensors live, expected " << liveBefore + 2;
+}
+
+TEST_F(IntegrationBatch, EachCallOfABatchFailsAloneWithTheErrorItWouldHaveHadOnItsOwn) {
+  auto client = connect();
+  Tensor a = client->upload(Shape{3}, std::vector<float>{1, 2, 3});
+  Tensor b = client->upload(Shape{2}, std::vector<float>{1, 2});
+  Tensor good, mismatched, unknown, dependent, after;
+  {
+    Batch batch(*client);
+    good = a + a;
+    mismatched = a + b;  // shapes [3] and [2] do not broadcast
+    unknown = client->call1("no_such_op", {a});
+    dependent = relu(mismatched);  // fails with its input's error
+    after = good * a;             // runs: nothing it needs failed
+  }
+  EXPECT_EQ(good.toHost(), (std::vector<float>{2, 4, 6}));
+  EXPECT_EQ(after.toHost(), (std::vector<float>{2, 8, 18}));
+
+  auto errorOf = [](const Tensor& t) -> std::optional<Error> {
+    try {
+      t.wait();
+    } catch (const Error& e) {
+      return e;
+    }
+    return std::nullopt;
+  };
+  auto e1 = errorOf(mismatched);
+  ASSERT_TRUE(e1.has_value());
+  EXPECT_EQ(e1->kind(), Error::Kind::kFailed);
+  EXPECT_TRUE(contains(e1->what(), "add")) << e1->what();
+  EXPECT_TRUE(contains(e1->what(), "[3]") && contains(e1->what(), "[2]")) << e1->what();
+
+  // The same mistake made outside a batch reads the same.
+  auto e1Alone = errorOf(a + b);
+  ASSERT_TRUE(e1Alone.has_value());
+  EXPECT_EQ(std::string(e1->what()), std::string(e1Alone->what()));
+
+  auto e2 = errorOf(unknown);
+  ASSERT_TRUE(e2.has_value());
+  EXPECT_EQ(e2->kind(), Error::Kind::kUnimplemented);
+  EXPECT_TRUE(contains(e2->what(), "unknown op 'no_such_op'")) << e2->what();
+
+  auto e3 = errorOf(dependent);
+  ASSERT_TRUE(e3.has_value());
+  EXPECT_EQ(std::string(e3->what()), std::string(e1->what()));
+
+  // The connection and the daemon go on serving.
+  EXPECT_EQ((a * a).toHost(), (std::vector<float>{1, 4, 9}));
+}
+
+TEST_F(IntegrationBatch, RequestsMadeDuringABatchSeeTheHeldCallsFirst) {
+  auto client = connect();
+  Tensor one = client->upload(Shape{2}, std::vector<float>{1, 1});
+  Tensor x = client->upload(Shape{2}, std::vector<float>{5, 7});
+  Tensor y, z;
+  {
+    Batch batch(*client);
+    y = x + one;  // held
+    // A call without outputs is sent at once, so what is held goes first:
+    // y reads x before zero_ clears it.
+    client->call("zero_", {x});
+    z = x + one;  // held again, after zero_
+    // A read inside the batch sends what is held and waits for it.
+    EXPECT_EQ(y.toHost(), (std::vector<float>{6, 8}));
+  }
+  EXPECT_EQ(z.toHost(), (std::vector<float>{1, 1}));
+  EXPECT_EQ(x.toHost(), (std::vector<float>{0, 0}));
+}
+
+TEST_F(IntegrationBatch, ABatchLongerThanOneMessageIsSentInPiecesThatStillChain) {
+  constexpr int kLength = 700;  // past the 256 calls a batch sends at once
+  auto client = connect();
+  Tensor one = client->upload(Shape{1}, std::vector<float>{1});
+  Tensor x = one;
+  std::vector<Tensor> kept;
+  {
+    Batch batch(*client);
+    for (int i = 0; i < kLength; ++i) {
+      x = x + one;
+      if (i % 100 == 0) kept.push_back(x);
+    }
+    batch.send();
+    x = x * one;  // the batch stays open after send()
+  }
+  EXPECT_EQ(x.toHost(), std::vector<float>{float(kLength + 1)});
+  for (size_t k = 0; k < kept.size(); ++k) {
+    EXPECT_EQ(kept[k].toHost(), std::vector<float>{float(k * 100 + 2)}) << "kept output " << k;
+  }
+}
+
+TEST_F(IntegrationBatch, BackwardInABatchGivesTheSameGradients) {
+  auto client = connect();
+  auto wv = randomFloats(12, 3);
+  auto xv = randomFloats(8, 4);
+  auto gradients = [&](bool batched) {
+    Tensor w = client->upload(Shape{4, 3}, wv);
+    Tensor xin = client->upload(Shape{2, 4}, xv);
+    w.setRequiresGrad();
+    std::optional<Batch> batch;
+    if (batched) batch.emplace(*client);
+    Tensor loss = sum(relu(matmul(xin, w)) * relu(matmul(xin, w)), 0, false);
+    loss = sum(loss, 0, false);
+    loss.backward();
+    batch.reset();
+    return w.grad().toHost();
+  };
+  EXPECT_EQ(gradients(true), gradients(false));
+}
+
+}  // namespace
+}  // namespace tensord::testing
