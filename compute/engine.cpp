@@ -99,6 +99,35 @@ void Engine::enqueueOp(const std::string& owner, const OpSpec& spec, std::vector
   impl_->stream.enqueue(std::move(job));
 }
 
+void Engine::enqueueOps(const std::string& owner, std::string what, std::vector<OpStep> steps,
+                        std::shared_ptr<const void> keep, Completion done) {
+  Job job{.done = std::move(done), .what = std::move(what), .owner = owner};
+  for (auto& step : steps) {
+    const OpSpec& spec = *step.spec;
+    checkDTypes(spec, step.inputs, step.outputs);
+    if (uint64_t flops = spec.kernel->flops(spec, step.inputs, step.outputs, *step.attrs)) {
+      job.cost += flops / kFlopsPerByte;
+      for (const auto& v : step.inputs) job.cost += v.buffer->bytes();
+      for (const auto& v : step.outputs) job.cost += v.buffer->bytes();
+    }
+    step.inputs = pinned(step.inputs);
+    step.outputs = pinned(step.outputs);
+    for (size_t i = 0; i < step.inputs.size(); ++i) {
+      job.reads.emplace_back(spec.inputs.empty() ? std::to_string(i) : spec.inputName(i), step.inputs[i].buffer);
+      if (std::find(spec.mutates.begin(), spec.mutates.end(), spec.inputName(i)) != spec.mutates.end()) {
+        job.writes.push_back(step.inputs[i].buffer);
+      }
+    }
+    for (const auto& out : step.outputs) job.writes.push_back(out.buffer);
+  }
+  // Every dispatch is ordered after everything recorded before it, so the
+  // steps see each other's results.
+  job.record = [steps = std::move(steps), keep = std::move(keep)](BatchRecorder& r) {
+    for (const auto& step : steps) step.spec->kernel->record(*step.spec, r, step.inputs, step.outputs, *step.attrs);
+  };
+  impl_->stream.enqueue(std::move(job));
+}
+
 void Engine::checkDTypes(const OpSpec& spec, std::span<const TensorView> inputs,
                          std::span<const TensorView> outputs) const {
   auto check = [&](DType d) {

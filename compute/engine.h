@@ -146,6 +146,20 @@ class Engine {
   void enqueueOp(const std::string& owner, const OpSpec& spec, std::vector<TensorView> inputs, std::vector<TensorView> outputs, Attrs attrs,
                  Completion done);
 
+  // One op of enqueueOps. `spec` and `attrs` must live until the job is
+  // done (enqueueOps' `keep` may hold them).
+  struct OpStep {
+    const OpSpec* spec = nullptr;
+    const Attrs* attrs = nullptr;
+    std::vector<TensorView> inputs;
+    std::vector<TensorView> outputs;
+  };
+  // Runs `steps` in order as one piece of device work (a captured graph):
+  // each step as enqueueOp would run it, ordered after the steps before it.
+  // `what` names the work in errors; `keep` is held until it is done.
+  void enqueueOps(const std::string& owner, std::string what, std::vector<OpStep> steps,
+                  std::shared_ptr<const void> keep, Completion done);
+
   // For ops whose output shapes depend on input values
   // (spec.kernel->shapeFromDevice()): runs the op's shape query after
   // everything enqueued before, fills *outputs, then calls `done`. The caller

@@ -5,13 +5,11 @@
 
 #include <spdlog/spdlog.h>
 
-#include <signal.h>
-#include <unistd.h>
-
 #include <algorithm>
 
 #include "compute/op_table.h"
 #include "server/loop_completion.h"
+#include "server/op_call.h"
 #include "server/op_results_impl.h"
 #include "server/session_impl.h"
 #include "server/tensor_impl.h"
@@ -19,60 +17,6 @@
 
 namespace tensord::server {
 namespace {
-
-std::string inputName(const compute::OpSpec& spec, size_t i) {
-  return spec.inputs.empty() ? "#" + std::to_string(i) : "'" + spec.inputName(i) + "'";
-}
-
-// Holds the engine's submits until the end of this pass of the event loop, so
-// that the ops of a pipelined burst go to the device in one batch
-// (Engine::holdSubmits) instead of one submit each.
-void holdSubmitsForThisPass(ServerState& server) {
-  thread_local compute::Engine* held = nullptr;
-  if (held != nullptr) return;
-  held = &server.engine;
-  server.engine.holdSubmits();
-  // Released when the pass ends, or when the task set goes first.
-  server.addTask(kj::evalLast([] {}).attach(kj::defer([&engine = server.engine] {
-    engine.releaseSubmits();
-    held = nullptr;
-  })));
-}
-
-std::string outputName(const compute::OpSpec& spec, size_t i) {
-  return i < spec.outputs.size() ? spec.outputs[i] : std::to_string(i);
-}
-
-// Resolves the i-th input capability to the TensorImpl behind it. Errors of
-// the call that produces a pipelined input pass through unchanged.
-kj::Promise<TensorImpl*> resolveInput(ServerState& server, const std::string& what, proto::Tensor::Client& cap) {
-  return server.tensorCaps.getLocalServer(cap).then(
-      [what](kj::Maybe<proto::Tensor::Server&> local) -> TensorImpl* {
-        KJ_IF_MAYBE (server, local) {
-          return &kj::downcast<TensorImpl>(*server);
-        }
-        kj::throwFatalException(failed(what + " is not a tensor of this daemon"));
-      },
-      [what](kj::Exception&& e) -> TensorImpl* {
-        if (std::string_view(e.getDescription().cStr()).find("null capability") != std::string_view::npos) {
-          kj::throwFatalException(failed(what + " is missing (a null capability)"));
-        }
-        kj::throwFatalException(kj::mv(e));
-      });
-}
-
-// An op found by name: a built-in, else a user kernel, which `keep` holds
-// until the device finished the call.
-struct FoundOp {
-  const compute::OpSpec* spec = nullptr;
-  std::shared_ptr<const void> keep;
-};
-
-FoundOp findOp(ServerState& server, const std::string& op) {
-  if (const compute::OpSpec* spec = server.engine.ops().find(op)) return {spec, nullptr};
-  if (const RegisteredKernel* user = server.kernels.find(op)) return {&user->kernel->spec(), user->kernel};
-  kj::throwFatalException(unimplemented("unknown op '" + op + "'"));
-}
 
 // An input once resolved: its entry and the name access checks use.
 struct CallInput {
@@ -230,20 +174,7 @@ std::vector<std::shared_ptr<TensorEntry>> OpRun::finish() {
   server.addTask(done.promise
                      .then([&completing]() { completing.succeed(); },
                            [produced = std::move(produced), op = spec->name, &server](kj::Exception&& e) {
-                             spdlog::logger& log = server.log;
-                             log.error("{} failed on the device: {}", op, e.getDescription().cStr());
-                             if (!server.deviceLost &&
-                                 std::string_view(e.getDescription().cStr()).find("ErrorDeviceLost") !=
-                                     std::string_view::npos) {
-                               // Nothing the device holds can be trusted any more.
-                               server.deviceLost = true;
-                               log.critical("the Vulkan device was lost; stopping so that the service manager "
-                                            "restarts the daemon");
-                               ::kill(::getpid(), SIGTERM);
-                             }
-                             for (const auto& weak : produced) {
-                               if (auto entry = weak.lock()) markFailed(*entry, e);
-                             }
+                             failedOnDevice(server, op, produced, e);
                            })
                      .attach(kj::mv(inflight), kj::mv(completion)));
   return entries;
@@ -382,6 +313,9 @@ std::shared_ptr<OpRun> startBatchCall(BatchRun& batch, size_t i, proto::BatchCal
     KJ_IF_MAYBE (resolved, held[j]) {
       in.push_back(kj::mv(*resolved));
       continue;
+    }
+    if (!inputs[j].isEarlier()) {
+      kj::throwFatalException(failed(what + " names a graph param; a batch has none (params are for graphCreate)"));
     }
     auto ref = inputs[j].getEarlier();
     const size_t from = ref.getCall();
