@@ -2,8 +2,9 @@
 // run, its figures next to a bare Cap'n Proto floor measured in the same run:
 //   - tiny-op round trip p50/p99 vs a trivial Cap'n Proto call, and the
 //     fixed cost of a transfer (4 bytes up, 4 bytes down) vs the same call;
-//   - a 100-op pipelined chain, the same chain in one Batch, and 100
-//     sequential round trips, vs one bare round trip;
+//   - a 100-op pipelined chain, the same chain in one Batch, the chain
+//     captured once as a Graph and run, and 100 sequential round trips, vs
+//     one bare round trip;
 //   - 8 and 64 clients at once issuing tiny ops: throughput and p99;
 //   - upload/download GB/s vs a bare `-> stream` of the same bytes; downloads
 //     both into a fresh vector (bytes()) and into a reused buffer (bytesInto()).
@@ -242,7 +243,12 @@ int run(const Options& o) {
 
   // Chains of adds: all pipelined (one wait), held in one Batch (one
   // message, one wait), and one round trip each.
-  std::vector<double> pipelined, batched, sequential;
+  std::vector<double> pipelined, batched, graphed, sequential;
+  Graph chain = client.capture({{DType::F32, Shape{1}}}, [&](const std::vector<Tensor>& in) {
+    Tensor x = in[0];
+    for (int i = 0; i < kChainLength; ++i) x = x + one;
+    return std::vector<Tensor>{x};
+  });
   for (int r = 0; r < o.chainRepeats; ++r) {
     auto start = Clock::now();
     Tensor x = one;
@@ -262,6 +268,13 @@ int run(const Options& o) {
     batched.push_back(since(start));
     if (r == 0 && z.toHost() != std::vector<float>{float(kChainLength + 1)}) {
       throw std::runtime_error("the batched chain computed a wrong value");
+    }
+    start = Clock::now();
+    Tensor g = chain.run({one})[0];
+    g.wait();
+    graphed.push_back(since(start));
+    if (r == 0 && g.toHost() != std::vector<float>{float(kChainLength + 1)}) {
+      throw std::runtime_error("the captured chain computed a wrong value");
     }
     start = Clock::now();
     Tensor y = one;
@@ -344,6 +357,8 @@ int run(const Options& o) {
   row("pipelined, one wait (/ floor)", {millis(pipe), micros(bare), ratio(pipe / bare)});
   const double batch = median(batched);
   row("in one Batch, one wait (/ floor)", {millis(batch), micros(bare), ratio(batch / bare)});
+  const double graph = median(graphed);
+  row("captured Graph, run, one wait (/ floor)", {millis(graph), micros(bare), ratio(graph / bare)});
   row("sequential (/ pipelined)", {millis(seq), "", ratio(seq / pipe)});
 
   std::printf("\nclients at once, each: tiny op (add, 1 element), waited for\n");

@@ -266,8 +266,43 @@ std::vector<std::shared_ptr<HeldOutput>> Connection::hold(HeldCall call, size_t 
   return out;
 }
 
+void Connection::encodeCalls(capnp::List<proto::BatchCall>::Builder list, std::vector<HeldCall>& calls) {
+  for (size_t c = 0; c < calls.size(); ++c) {
+    auto call = list[uint32_t(c)];
+    call.setOp(calls[c].op);
+    auto inputs = call.initInputs(uint32_t(calls[c].inputs.size()));
+    for (size_t i = 0; i < calls[c].inputs.size(); ++i) {
+      HeldInput& input = calls[c].inputs[i];
+      if (input.param) {
+        inputs[uint32_t(i)].setParam(input.call);
+      } else if (input.earlier) {
+        auto earlier = inputs[uint32_t(i)].initEarlier();
+        earlier.setCall(input.call);
+        earlier.setOutput(input.output);
+      } else {
+        inputs[uint32_t(i)].setTensor(input.cap);
+      }
+    }
+    wire::setAttrs(call, calls[c].attrs);
+  }
+}
+
+void Connection::beginCapture() {
+  sendHeld();  // what a batch holds is not part of the graph
+  capturing_ = true;
+  ++batchDepth_;
+}
+
+std::vector<HeldCall> Connection::endCapture() {
+  capturing_ = false;
+  --batchDepth_;
+  std::vector<HeldCall> calls = std::move(held_);
+  held_.clear();
+  return calls;
+}
+
 void Connection::sendHeld() {
-  if (held_.empty()) return;
+  if (held_.empty() || capturing_) return;
   std::vector<HeldCall> calls = std::move(held_);
   held_.clear();
   // The outputs someone still holds; the others are not asked for.
@@ -279,23 +314,7 @@ void Connection::sendHeld() {
   }
   KJ_IF_MAYBE (error, kj::runCatchingExceptions([&] {
     auto request = session_.callBatchRequest();
-    auto list = request.initCalls(uint32_t(calls.size()));
-    for (size_t c = 0; c < calls.size(); ++c) {
-      auto call = list[uint32_t(c)];
-      call.setOp(calls[c].op);
-      auto inputs = call.initInputs(uint32_t(calls[c].inputs.size()));
-      for (size_t i = 0; i < calls[c].inputs.size(); ++i) {
-        HeldInput& input = calls[c].inputs[i];
-        if (!input.earlier) {
-          inputs[uint32_t(i)].setTensor(input.cap);
-        } else {
-          auto earlier = inputs[uint32_t(i)].initEarlier();
-          earlier.setCall(input.call);
-          earlier.setOutput(input.output);
-        }
-      }
-      wire::setAttrs(call, calls[c].attrs);
-    }
+    encodeCalls(request.initCalls(uint32_t(calls.size())), calls);
     auto keep = request.initKeep(uint32_t(kept.size()));
     for (size_t k = 0; k < kept.size(); ++k) {
       keep[uint32_t(k)].setCall(kept[k]->call);

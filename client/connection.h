@@ -66,6 +66,7 @@ class WaitCheckScope {
 // handle to it; the held call keeps a weak reference, so an output nobody
 // holds when the batch is sent is not asked for.
 struct HeldOutput {
+  static constexpr uint32_t kParam = ~0u;  // `call` of a graph input placeholder (Client::capture)
   uint32_t call = 0;    // index among the held calls
   uint32_t output = 0;  // index among that call's outputs
   bool sent = false;    // once sent: the capability and the batch's completion
@@ -77,6 +78,7 @@ struct HeldOutput {
 // call's output.
 struct HeldInput {
   bool earlier = false;
+  bool param = false;                   // a graph's input `call` (Client::capture)
   proto::Tensor::Client cap = nullptr;  // when not `earlier`
   uint32_t call = 0;
   uint32_t output = 0;
@@ -179,9 +181,18 @@ class Connection {
   bool batching() const { return batchDepth_ > 0; }
   // Holds a call; returns its outputs' handles.
   std::vector<std::shared_ptr<HeldOutput>> hold(HeldCall call, size_t outputs);
-  // Sends the held calls now (nothing when none are held). Never throws: a
-  // batch that cannot be sent breaks its outputs with the error.
+  // Sends the held calls now (nothing when none are held, or while
+  // capturing). Never throws: a batch that cannot be sent breaks its
+  // outputs with the error.
   void sendHeld();
+  // Writes held calls into a callBatch or graphCreate request.
+  static void encodeCalls(capnp::List<proto::BatchCall>::Builder list, std::vector<HeldCall>& calls);
+
+  // Client::capture: while capturing, calls are held like a batch's but
+  // never sent; endCapture() hands them over.
+  void beginCapture();
+  std::vector<HeldCall> endCapture();
+  bool capturing() const { return capturing_; }
 
   // Calls with no outputs (optimizer steps, zero_) run on as tasks; the
   // first error among them is thrown by the next blocking request.
@@ -220,6 +231,7 @@ class Connection {
   kj::TaskSet tasks_{taskErrors_};
   std::set<std::string, std::less<>> askedAgain_;
   int batchDepth_ = 0;
+  bool capturing_ = false;
   std::vector<HeldCall> held_;
 };
 

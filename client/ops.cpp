@@ -19,9 +19,14 @@ std::vector<Tensor> holdCall(const std::shared_ptr<Connection>& conn, std::strin
     Tensor::Impl& impl = implOf(inputs[i], std::string(op) + ": input " + std::to_string(i));
     HeldInput& input = call.inputs.emplace_back();
     if (impl.held && !impl.held->sent && impl.conn == conn) {
-      input.earlier = true;  // an output of a call held with this one
-      input.call = impl.held->call;
-      input.output = impl.held->output;
+      if (impl.held->call == HeldOutput::kParam) {
+        input.param = true;  // a graph's input (Client::capture)
+        input.call = impl.held->output;
+      } else {
+        input.earlier = true;  // an output of a call held with this one
+        input.call = impl.held->call;
+        input.output = impl.held->output;
+      }
     } else {
       input.cap = capOf(impl);
     }

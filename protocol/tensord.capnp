@@ -15,7 +15,7 @@ const protocolVersion :UInt32 = 8;
 # 5: Session.listTensors pages: prefix, after, limit and next.
 # 6: Session.loadFile, saveFile, stats.
 # 7: user kernels (Session @13-@16), groups and collectives (Session @17-@20).
-# 8: Session.callBatch (@22), BatchCall, BatchInput, BatchOutput.
+# 8: Session.callBatch (@22), BatchCall, BatchInput, BatchOutput; Session.graphCreate (@23), Graph.
 
 # ---------------------------------------------------------------- data types
 
@@ -261,12 +261,24 @@ struct BatchInput {
   union {
     tensor @0 :Tensor;         # a tensor the client holds (may be a promise)
     earlier @1 :BatchOutput;   # an output of an earlier call of the batch
+    param @2 :UInt32;          # graphCreate only: the graph's input of that index
   }
 }
 
 struct BatchOutput {
   call @0 :UInt32;    # index into the batch's calls
   output @1 :UInt32;  # index into that call's outputs
+}
+
+interface Graph {
+  # Calls captured by Session.graphCreate, bound to the session that made it.
+  run @0 (inputs :List(Tensor)) -> (results :OpResults);
+  # Runs the graph's calls on `inputs` (one per param, of its dtype and
+  # shape) as one piece of device work; `results.get(i)` is the graph's
+  # i-th output, pipelined. Authorization, quotas and limits apply to every
+  # call of every run as they would to `call`; the checks that depend only
+  # on what was captured (attributes, shapes) ran at capture.
+  info @1 () -> (calls :UInt32, params :List(TensorDesc), outputs :List(TensorDesc));
 }
 
 interface OpResults {
@@ -407,6 +419,17 @@ interface Session {
   # returns them; a kept output of a failed call is a capability broken
   # with that call's error. Outputs not kept are freed once the device is
   # done with them. At most 4096 calls per batch.
+
+  graphCreate @23 (params :List(TensorDesc), calls :List(BatchCall), outputs :List(BatchOutput))
+      -> (graph :Graph);
+  # Captures `calls` once, as a graph to run many times (as CUDA graphs
+  # are): an input is a `param` (the graph's input of that index, of the
+  # dtype and shape `params` gives), an earlier call's output, or a tensor
+  # (held by the graph and read by every run). Every call is checked now,
+  # exactly as `call` would check it (op, authorization, attributes,
+  # shapes); the first that fails fails the capture, naming it. `outputs`
+  # are what each run returns. Ops whose output shapes depend on the input
+  # values (masked_select) cannot be captured. At most 4096 calls.
 }
 
 # ------------------------------------------------- node to node (collectives)

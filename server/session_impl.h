@@ -23,6 +23,7 @@ class SessionImpl final : public proto::Session::Server {
   kj::Promise<void> listOps(ListOpsContext context) override;
   kj::Promise<void> call(CallContext context) override;  // session_call.cpp
   kj::Promise<void> callBatch(CallBatchContext context) override;  // session_call.cpp
+  kj::Promise<void> graphCreate(GraphCreateContext context) override;  // session_graph.cpp
   kj::Promise<void> upload(UploadContext context) override;
   kj::Promise<void> restore(RestoreContext context) override;
   kj::Promise<void> listTensors(ListTensorsContext context) override;

@@ -1,7 +1,11 @@
-// Batches: calls held by a tensord::Batch travel as one Session.callBatch
-// and behave exactly as the same calls made one by one (results, errors,
-// order with other requests, autograd), while the daemon sees one request.
+// Calls that travel together. Batches: calls held by a tensord::Batch go as
+// one Session.callBatch and behave exactly as the same calls made one by one
+// (results, errors, order with other requests, autograd), while the daemon
+// sees one request. Graphs: calls captured once (Client::capture) and run
+// many times, each run one request.
 
+#include <functional>
+#include <optional>
 #include <thread>
 
 #include "tests/integration/daemon_test.h"
@@ -175,6 +179,173 @@ TEST_F(IntegrationBatch, BackwardInABatchGivesTheSameGradients) {
     return w.grad().toHost();
   };
   EXPECT_EQ(gradients(true), gradients(false));
+}
+
+// ---------------------------------------------------------------- graphs
+
+class IntegrationGraph : public DaemonTest {};
+
+std::optional<Error> errorOf(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e;
+  }
+  return std::nullopt;
+}
+
+TEST_F(IntegrationGraph, ACapturedChainRunsManyTimesAsOneRequestAndKeepsOnlyItsOutputs) {
+  constexpr int kLength = 40;
+  constexpr int64_t kElements = 200;
+  auto client = connect();
+  std::vector<float> half(kElements, 0.5f);
+  Tensor h = client->upload(Shape{kElements}, half);  // made before: the graph holds it
+
+  Graph graph = client->capture({{DType::F32, Shape{kElements}}}, [&](const std::vector<Tensor>& in) {
+    Tensor y = in[0];
+    Tensor third;
+    for (int i = 0; i < kLength; ++i) {
+      y = (i % 2 == 0) ? y + h : y * h;
+      if (i == 2) third = y;
+    }
+    return std::vector<Tensor>{y, third};
+  });
+  EXPECT_EQ(graph.inputs(), 1u);
+  EXPECT_EQ(graph.outputs(), 2u);
+  EXPECT_EQ(graph.calls(), size_t(kLength));
+
+  auto reference = [&](std::vector<float> v, int steps) {
+    for (int i = 0; i < steps; ++i) {
+      for (auto& e : v) e = (i % 2 == 0) ? e + 0.5f : e * 0.5f;
+    }
+    return v;
+  };
+  for (uint32_t seed = 1; seed <= 3; ++seed) {
+    auto x0 = randomFloats(kElements, seed, -3, 3);
+    Tensor x = client->upload(Shape{kElements}, x0);
+    x.wait();
+    const size_t liveBefore = liveUnnamed(*client);
+    const PrincipalStats before = statsOf(client->daemonStats(), daemon().principal());
+    std::vector<Tensor> out = graph.run({x});
+    ASSERT_EQ(out.size(), 2u);
+    EXPECT_EQ(out[0].toHost(), reference(x0, kLength)) << "run " << seed;
+    EXPECT_EQ(out[1].toHost(), reference(x0, 3)) << "run " << seed;
+    const PrincipalStats after = statsOf(client->daemonStats(), daemon().principal());
+    EXPECT_EQ(after.ops, before.ops + kLength);
+    EXPECT_LE(after.calls - before.calls, 8u) << "a run reached the daemon as more than one request per call";
+    EXPECT_EQ(liveUnnamed(*client), liveBefore + 2);
+  }
+}
+
+TEST_F(IntegrationGraph, GraphsTakeViewsMultiOutputOpsAndSeveralInputs) {
+  auto client = connect();
+  Graph graph = client->capture({{DType::F32, Shape{2, 3}}, {DType::F32, Shape{3}}},
+                                [&](const std::vector<Tensor>& in) {
+                                  Tensor flat = client->call1("reshape", {in[0]}, {{"shape", std::vector<int64_t>{6}}});
+                                  Tensor row = sum(in[0] + in[1], 0);  // broadcast over rows, then down the columns
+                                  std::vector<Tensor> mm = client->call("max", {in[1]}, {{"dim", int64_t(0)}});
+                                  return std::vector<Tensor>{relu(flat), row, mm.at(0), mm.at(1)};
+                                });
+  Tensor a = client->upload(Shape{2, 3}, std::vector<float>{1, -2, 3, -4, 5, -6});
+  Tensor b = client->upload(Shape{3}, std::vector<float>{10, 30, 20});
+  auto out = graph.run({a, b});
+  ASSERT_EQ(out.size(), 4u);
+  EXPECT_EQ(out[0].toHost(), (std::vector<float>{1, 0, 3, 0, 5, 0}));
+  EXPECT_EQ(out[1].toHost(), (std::vector<float>{17, 63, 37}));
+  EXPECT_EQ(out[2].toHost(), std::vector<float>{30});
+  EXPECT_EQ(out[3].dtype(), DType::I64);
+}
+
+TEST_F(IntegrationGraph, CaptureErrorsNameTheCallAndTheDaemonGoesOn) {
+  auto client = connect();
+  const std::vector<GraphInput> one = {{DType::F32, Shape{3}}};
+  Tensor two = client->upload(Shape{2}, std::vector<float>{1, 2});
+
+  auto unknown = errorOf([&] {
+    client->capture(one, [&](const std::vector<Tensor>& in) {
+      Tensor y = in[0] + in[0];
+      return std::vector<Tensor>{client->call1("no_such_op", {y})};
+    });
+  });
+  ASSERT_TRUE(unknown.has_value());
+  EXPECT_EQ(unknown->kind(), Error::Kind::kUnimplemented);
+  EXPECT_TRUE(contains(unknown->what(), "graphCreate: call 1 (no_such_op): unknown op 'no_such_op'")) << unknown->what();
+
+  auto shapes = errorOf([&] {
+    client->capture(one, [&](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0] + two}; });
+  });
+  ASSERT_TRUE(shapes.has_value());
+  EXPECT_TRUE(contains(shapes->what(), "graphCreate: call 0 (add): ")) << shapes->what();
+  EXPECT_TRUE(contains(shapes->what(), "[3]") && contains(shapes->what(), "[2]")) << shapes->what();
+
+  auto dataDependent = errorOf([&] {
+    client->capture(one, [&](const std::vector<Tensor>& in) {
+      Tensor mask = client->call1("gt", {in[0], in[0]});
+      return std::vector<Tensor>{client->call1("masked_select", {in[0], mask})};
+    });
+  });
+  ASSERT_TRUE(dataDependent.has_value());
+  EXPECT_TRUE(contains(dataDependent->what(), "graphCreate: call 1 (masked_select): its output shapes depend on the "
+                                               "input values, so it cannot be captured"))
+      << dataDependent->what();
+
+  Tensor leaked;
+  auto read = errorOf([&] {
+    client->capture(one, [&](const std::vector<Tensor>& in) {
+      leaked = in[0] * in[0];
+      leaked.toHost();  // nothing has run: there is nothing to read
+      return std::vector<Tensor>{leaked};
+    });
+  });
+  ASSERT_TRUE(read.has_value());
+  EXPECT_TRUE(contains(read->what(), "capture: a tensor made inside a capture")) << read->what();
+  auto afterwards = errorOf([&] { leaked.toHost(); });
+  ASSERT_TRUE(afterwards.has_value());
+  EXPECT_TRUE(contains(afterwards->what(), "made while capturing a graph")) << afterwards->what();
+
+  auto notAResult = errorOf([&] {
+    client->capture(one, [&](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0] + in[0], in[0]}; });
+  });
+  ASSERT_TRUE(notAResult.has_value());
+  EXPECT_TRUE(contains(notAResult->what(), "capture: output 1 is not the result of a call made in the capture"))
+      << notAResult->what();
+
+  // The client and the daemon go on; a good capture still works.
+  Graph good = client->capture(one, [&](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0] * in[0]}; });
+  EXPECT_EQ(good.run({client->upload(Shape{3}, std::vector<float>{1, 2, 3})})[0].toHost(), (std::vector<float>{1, 4, 9}));
+}
+
+TEST_F(IntegrationGraph, ARunWithTheWrongInputFailsNamingBothShapes) {
+  auto client = connect();
+  Graph graph = client->capture({{DType::F32, Shape{2}}},
+                                [&](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0] + in[0]}; });
+  Tensor three = client->upload(Shape{3}, std::vector<float>{1, 2, 3});
+  auto wrong = errorOf([&] { graph.run({three})[0].toHost(); });
+  ASSERT_TRUE(wrong.has_value());
+  EXPECT_TRUE(contains(wrong->what(), "graph.run: input 0 is f32[3]; the graph was captured for f32[2]"))
+      << wrong->what();
+  auto count = errorOf([&] { graph.run({three, three}); });
+  ASSERT_TRUE(count.has_value());
+  EXPECT_TRUE(contains(count->what(), "Graph::run: 2 input(s); the graph takes 1")) << count->what();
+  EXPECT_EQ(graph.run({client->upload(Shape{2}, std::vector<float>{4, 5})})[0].toHost(), (std::vector<float>{8, 10}));
+}
+
+TEST_F(IntegrationGraph, RunsKeepTheirOrderWithBatchesAndOtherCalls) {
+  auto client = connect();
+  Tensor one = client->upload(Shape{2}, std::vector<float>{1, 1});
+  Graph addOne = client->capture({{DType::F32, Shape{2}}},
+                                 [&](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0] + one}; });
+  Tensor x = client->upload(Shape{2}, std::vector<float>{5, 7});
+  Tensor y, z;
+  {
+    Batch batch(*client);
+    Tensor doubled = x + x;                // held
+    y = addOne.run({doubled})[0];          // sends the held call first
+    client->call("zero_", {x});            // then clears x
+    z = addOne.run({x})[0];
+  }
+  EXPECT_EQ(y.toHost(), (std::vector<float>{11, 15}));
+  EXPECT_EQ(z.toHost(), (std::vector<float>{1, 1}));
 }
 
 }  // namespace

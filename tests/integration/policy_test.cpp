@@ -99,6 +99,29 @@ TEST_F(PolicyTest, ABatchedCallIsAuthorizedLikeACallAndADenialFailsOnlyIt) {
   EXPECT_TRUE(contains(audit(), "action=call resource=matmul")) << audit();
 }
 
+TEST_F(PolicyTest, AGraphIsAuthorizedAtCaptureAndAgainOnceThePolicyChanged) {
+  auto alice = as("alice");
+  auto carol = as("carol");
+  const std::vector<GraphInput> in = {{DType::F32, Shape{2, 2}}};
+  auto product = [](const std::vector<Tensor>& x) { return std::vector<Tensor>{matmul(x[0], x[0])}; };
+  const std::string denied = errorOf([&] { carol->capture(in, product); });
+  EXPECT_TRUE(contains(denied, "graphCreate: call 0 (matmul): permission denied: principal 'carol' may not call op "
+                               "'matmul' (category @linalg)"))
+      << denied;
+
+  Graph graph = alice->capture(in, product);
+  auto a = alice->upload(Shape{2, 2}, data_);
+  EXPECT_EQ(graph.run({a})[0].toHost(), (std::vector<float>{7, 10, 15, 22}));
+  // The trainer role loses matmul: the next run is refused.
+  std::string policy = kPolicy;
+  policy.replace(policy.find(R"("+matmul", )"), 11, "");
+  writePolicy(policy);
+  reload("reloaded ");
+  const std::string after = errorOf([&] { graph.run({a})[0].toHost(); });
+  EXPECT_TRUE(contains(after, "graph: call 0 (matmul): permission denied: principal 'alice' may not call op 'matmul'"))
+      << after;
+}
+
 TEST_F(PolicyTest, CallByOpName) {
   auto alice = as("alice");
   auto carol = as("carol");

@@ -317,6 +317,38 @@ class Batch {
   std::shared_ptr<detail::Connection> conn_;
 };
 
+// One input of a graph (Client::capture): its dtype and shape.
+struct GraphInput {
+  DType dtype = DType::F32;
+  Shape shape;
+};
+
+// Calls captured once (Client::capture) and run many times, each run one
+// request and one piece of device work, as CUDA graphs are: the checks that
+// depend only on what was captured (ops, attributes, shapes) ran once, at
+// capture; a run still authorizes, charges quotas and allocates its
+// outputs. A chain of small ops then costs about one round trip.
+class Graph {
+ public:
+  Graph() = default;  // a null graph
+  explicit operator bool() const { return impl_ != nullptr; }
+
+  // Runs the graph on `inputs` (one per captured input, of its dtype and
+  // shape) and returns its outputs at once, pipelined like a call's; an
+  // error (a wrong input, a quota) surfaces at their first blocking read.
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs) const;
+  size_t inputs() const;   // how many run() takes
+  size_t outputs() const;  // how many run() returns
+  size_t calls() const;    // calls captured
+
+  struct Impl;
+
+ private:
+  friend class Client;
+  explicit Graph(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+  std::shared_ptr<Impl> impl_;
+};
+
 class Client {
  public:
   explicit Client(ConnectOptions options = {});  // connects and authenticates; throws Error
@@ -362,6 +394,19 @@ class Client {
   // Pipelined: returns at once; outputs can feed further calls immediately.
   std::vector<Tensor> call(std::string_view op, std::vector<Tensor> inputs, Attrs attrs = {});
   Tensor call1(std::string_view op, std::vector<Tensor> inputs, Attrs attrs = {});
+
+  // Captures the calls `body` makes as a Graph. `body` gets one placeholder
+  // tensor per entry of `inputs` and returns the graph's outputs, results
+  // of calls it made; it may also use tensors made before (the graph holds
+  // and reads them on every run). Only calls with outputs are captured:
+  // while it runs, reading, waiting for or sending a placeholder or a
+  // result (a download, a call without outputs) throws Error, and tensors
+  // made inside are placeholders that cannot be read afterwards either. Ops
+  // whose output shapes depend on the input values (masked_select) cannot
+  // be captured. Blocks for one round trip; throws the first call's error,
+  // naming it ("graphCreate: call 3 (add): ...").
+  Graph capture(const std::vector<GraphInput>& inputs,
+                const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& body);
 
   Tensor restore(std::string_view name);  // pipelined
   // The named tensors the caller may read, sorted by name, then this
