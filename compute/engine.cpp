@@ -1,6 +1,7 @@
 #include "compute/engine.h"
 
 #include <algorithm>
+#include <unordered_set>
 
 #include <spdlog/spdlog.h>
 
@@ -102,6 +103,11 @@ void Engine::enqueueOp(const std::string& owner, const OpSpec& spec, std::vector
 void Engine::enqueueOps(const std::string& owner, std::string what, std::vector<OpStep> steps,
                         std::shared_ptr<const void> keep, Completion done) {
   Job job{.done = std::move(done), .what = std::move(what), .owner = owner};
+  // The leases stay here until the job is queued (see Buffer::pin).
+  std::vector<std::shared_ptr<Buffer>> leases;
+  // Results of earlier steps: the job writes them, so reading them needs
+  // no entry of its own (reads carry failures in from earlier jobs).
+  std::unordered_set<const Buffer*> produced;
   for (auto& step : steps) {
     const OpSpec& spec = *step.spec;
     checkDTypes(spec, step.inputs, step.outputs);
@@ -110,15 +116,21 @@ void Engine::enqueueOps(const std::string& owner, std::string what, std::vector<
       for (const auto& v : step.inputs) job.cost += v.buffer->bytes();
       for (const auto& v : step.outputs) job.cost += v.buffer->bytes();
     }
+    for (const auto& v : step.outputs) leases.push_back(v.buffer);
     step.inputs = pinned(step.inputs);
     step.outputs = pinned(step.outputs);
     for (size_t i = 0; i < step.inputs.size(); ++i) {
-      job.reads.emplace_back(spec.inputs.empty() ? std::to_string(i) : spec.inputName(i), step.inputs[i].buffer);
+      if (!produced.contains(step.inputs[i].buffer.get())) {
+        job.reads.emplace_back(spec.inputs.empty() ? std::to_string(i) : spec.inputName(i), step.inputs[i].buffer);
+      }
       if (std::find(spec.mutates.begin(), spec.mutates.end(), spec.inputName(i)) != spec.mutates.end()) {
         job.writes.push_back(step.inputs[i].buffer);
       }
     }
-    for (const auto& out : step.outputs) job.writes.push_back(out.buffer);
+    for (const auto& out : step.outputs) {
+      job.writes.push_back(out.buffer);
+      produced.insert(out.buffer.get());
+    }
   }
   // Every dispatch is ordered after everything recorded before it, so the
   // steps see each other's results.

@@ -169,6 +169,8 @@ void GraphImpl::runResolved(RunContext& context, kj::ArrayPtr<TensorImpl*> impls
     compute::Engine::OpStep& out = steps[i];
     out.spec = step.op.spec;
     out.attrs = &step.attrs;
+    out.inputs.reserve(step.inputs.size());
+    out.outputs.reserve(step.outputs.size());
     for (const GraphInput& in : step.inputs) {
       switch (in.kind) {
         case GraphInput::Kind::kParam:
@@ -190,9 +192,14 @@ void GraphImpl::runResolved(RunContext& context, kj::ArrayPtr<TensorImpl*> impls
         out.outputs.push_back({desc, out.inputs[0].buffer});
         continue;
       }
-      const std::string what = "graph: call " + std::to_string(i) + " (" + step.op.spec->name + "): output '" +
-                               outputName(*step.op.spec, o) + "' (" + desc.str() + ")";
-      out.outputs.push_back({desc, mapComputeErrors(what, [&] { return server.engine.allocate(desc.bytes(), principal); })});
+      try {
+        out.outputs.push_back({desc, server.engine.allocate(desc.bytes(), principal)});
+      } catch (const compute::ComputeError&) {
+        // The message is built only when it is needed.
+        const std::string what = "graph: call " + std::to_string(i) + " (" + step.op.spec->name + "): output '" +
+                                 outputName(*step.op.spec, o) + "' (" + desc.str() + ")";
+        mapComputeErrors(what, [] { throw; });
+      }
     }
   }
 
