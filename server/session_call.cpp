@@ -126,9 +126,13 @@ std::vector<std::shared_ptr<TensorEntry>> OpRun::finish() {
   std::vector<compute::TensorView> outputViews;
   for (size_t i = 0; i < outDescs.size(); ++i) {
     const compute::TensorDesc& desc = outDescs[i];
-    const std::string what = spec->name + ": output '" + outputName(*spec, i) + "' (" + desc.str() + ")";
-    auto buffer = mapComputeErrors(what, [&] { return server.engine.allocate(desc.bytes(), session_->principal.name); });
-    outputViews.push_back({desc, std::move(buffer)});
+    try {
+      outputViews.push_back({desc, server.engine.allocate(desc.bytes(), session_->principal.name)});
+    } catch (const compute::ComputeError&) {
+      // The message is built only when it is needed.
+      const std::string what = spec->name + ": output '" + outputName(*spec, i) + "' (" + desc.str() + ")";
+      mapComputeErrors(what, [] { throw; });
+    }
   }
 
   auto done = makeLoopCompletion();
@@ -306,7 +310,7 @@ std::shared_ptr<OpRun> startBatchCall(BatchRun& batch, size_t i, proto::BatchCal
   std::vector<CallInput> in;
   auto inputs = call.getInputs();
   for (size_t j = 0; j < inputs.size(); ++j) {
-    const std::string what = spec->name + ": input " + inputName(*spec, j);
+    auto what = [&] { return spec->name + ": input " + inputName(*spec, j); };  // for errors only
     KJ_IF_MAYBE (error, heldErrors[j]) {
       kj::throwFatalException(kj::mv(*error));
     }
@@ -315,13 +319,13 @@ std::shared_ptr<OpRun> startBatchCall(BatchRun& batch, size_t i, proto::BatchCal
       continue;
     }
     if (!inputs[j].isEarlier()) {
-      kj::throwFatalException(failed(what + " names a graph param; a batch has none (params are for graphCreate)"));
+      kj::throwFatalException(failed(what() + " names a graph param; a batch has none (params are for graphCreate)"));
     }
     auto ref = inputs[j].getEarlier();
     const size_t from = ref.getCall();
     const size_t output = ref.getOutput();
     if (from >= i) {
-      kj::throwFatalException(failed(what + " names call " + std::to_string(from) + " of the batch; expected an "
+      kj::throwFatalException(failed(what() + " names call " + std::to_string(from) + " of the batch; expected an "
                                      "earlier call (below " + std::to_string(i) + ")"));
     }
     KJ_IF_MAYBE (error, batch.failures[from]) {
@@ -329,7 +333,7 @@ std::shared_ptr<OpRun> startBatchCall(BatchRun& batch, size_t i, proto::BatchCal
     }
     const auto& produced = batch.outputs[from];
     if (output >= produced.size()) {
-      kj::throwFatalException(failed(what + " names output " + std::to_string(output) + " of call " +
+      kj::throwFatalException(failed(what() + " names output " + std::to_string(output) + " of call " +
                                      std::to_string(from) + ", which has " + std::to_string(produced.size()) +
                                      " output(s)"));
     }
