@@ -90,31 +90,24 @@ TEST_F(IntegrationBatch, EachCallOfABatchFailsAloneWithTheErrorItWouldHaveHadOnI
   EXPECT_EQ(good.toHost(), (std::vector<float>{2, 4, 6}));
   EXPECT_EQ(after.toHost(), (std::vector<float>{2, 8, 18}));
 
-  auto errorOf = [](const Tensor& t) -> std::optional<Error> {
-    try {
-      t.wait();
-    } catch (const Error& e) {
-      return e;
-    }
-    return std::nullopt;
-  };
-  auto e1 = errorOf(mismatched);
+  auto waitError = [](const Tensor& t) { return errorOf([&] { t.wait(); }); };
+  auto e1 = waitError(mismatched);
   ASSERT_TRUE(e1.has_value());
   EXPECT_EQ(e1->kind(), Error::Kind::kFailed);
   EXPECT_TRUE(contains(e1->what(), "add")) << e1->what();
   EXPECT_TRUE(contains(e1->what(), "[3]") && contains(e1->what(), "[2]")) << e1->what();
 
   // The same mistake made outside a batch reads the same.
-  auto e1Alone = errorOf(a + b);
+  auto e1Alone = waitError(a + b);
   ASSERT_TRUE(e1Alone.has_value());
   EXPECT_EQ(std::string(e1->what()), std::string(e1Alone->what()));
 
-  auto e2 = errorOf(unknown);
+  auto e2 = waitError(unknown);
   ASSERT_TRUE(e2.has_value());
   EXPECT_EQ(e2->kind(), Error::Kind::kUnimplemented);
   EXPECT_TRUE(contains(e2->what(), "unknown op 'no_such_op'")) << e2->what();
 
-  auto e3 = errorOf(dependent);
+  auto e3 = waitError(dependent);
   ASSERT_TRUE(e3.has_value());
   EXPECT_EQ(std::string(e3->what()), std::string(e1->what()));
 
@@ -184,15 +177,6 @@ TEST_F(IntegrationBatch, BackwardInABatchGivesTheSameGradients) {
 // ---------------------------------------------------------------- graphs
 
 class IntegrationGraph : public DaemonTest {};
-
-std::optional<Error> errorOf(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e;
-  }
-  return std::nullopt;
-}
 
 TEST_F(IntegrationGraph, ACapturedChainRunsManyTimesAsOneRequestAndKeepsOnlyItsOutputs) {
   constexpr int kLength = 40;

@@ -12,6 +12,7 @@
 #include <functional>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <random>
 #include <span>
 #include <string>
@@ -48,6 +49,16 @@ class DaemonTest : public ::testing::Test {
 };
 
 inline bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// The tensord::Error `action` throws, if any.
+inline std::optional<Error> errorOf(const std::function<void()>& action) {
+  try {
+    action();
+  } catch (const Error& e) {
+    return e;
+  }
+  return std::nullopt;
+}
 
 // Polls `done` every 20 ms until it returns true or `timeout` passes.
 inline bool waitUntil(const std::function<bool()>& done, std::chrono::milliseconds timeout) {

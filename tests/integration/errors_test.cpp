@@ -55,15 +55,6 @@ class IntegrationErrors : public DaemonTest {
   std::unique_ptr<Client> client_;
 };
 
-std::optional<Error> errorOf(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const Error& e) {
-    return e;
-  }
-  return std::nullopt;
-}
-
 // Every word must appear in the message.
 ::testing::AssertionResult mentions(const std::optional<Error>& error, std::initializer_list<std::string> words) {
   if (!error) return ::testing::AssertionFailure() << "no tensord::Error was thrown";

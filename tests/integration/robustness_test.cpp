@@ -269,6 +269,13 @@ struct RawRpc {
         client(*stream),
         daemon(client.bootstrap().castAs<proto::Daemon>()) {}
 
+  // Authenticates with `token` and returns the session.
+  proto::Session::Client session(const std::string& token, kj::WaitScope& waitScope) {
+    auto auth = daemon.authenticateRequest();
+    auth.setToken(token);
+    return auth.send().wait(waitScope).getSession();
+  }
+
   kj::Own<kj::AsyncIoStream> stream;
   capnp::TwoPartyClient client;
   proto::Daemon::Client daemon;
@@ -326,9 +333,7 @@ TEST(IntegrationLimits, CallsPastMaxInflightAreOverloadedAndTheConnectionSurvive
   onOwnThread([&] {
     auto io = kj::setupAsyncIo();
     RawRpc raw(io, daemon.address());
-    auto auth = raw.daemon.authenticateRequest();
-    auth.setToken(daemon.token());
-    proto::Session::Client session = auth.send().wait(io.waitScope).getSession();
+    proto::Session::Client session = raw.session(daemon.token(), io.waitScope);
 
     // Inputs the client has not resolved keep calls in flight on the daemon.
     auto input = kj::newPromiseAndFulfiller<proto::Tensor::Client>();
@@ -353,9 +358,7 @@ TEST(IntegrationLimits, CallsPastMaxInflightAreOverloadedAndTheConnectionSurvive
 
     // Another connection is not limited by this one's calls.
     RawRpc other(io, daemon.address());
-    auto otherAuth = other.daemon.authenticateRequest();
-    otherAuth.setToken(daemon.token());
-    auto otherSession = otherAuth.send().wait(io.waitScope).getSession();
+    auto otherSession = other.session(daemon.token(), io.waitScope);
     EXPECT_EQ(std::string(otherSession.whoamiRequest().send().wait(io.waitScope).getPrincipal().cStr()),
               daemon.principal());
 
@@ -376,9 +379,7 @@ TEST(IntegrationLimits, MalformedBatchesAreRefusedWithWhatIsWrong) {
   onOwnThread([&] {
     auto io = kj::setupAsyncIo();
     RawRpc raw(io, daemon.address());
-    auto auth = raw.daemon.authenticateRequest();
-    auth.setToken(daemon.token());
-    proto::Session::Client session = auth.send().wait(io.waitScope).getSession();
+    proto::Session::Client session = raw.session(daemon.token(), io.waitScope);
 
     auto upload = session.uploadRequest();
     upload.initDesc().setDtype(proto::DType::F32);
