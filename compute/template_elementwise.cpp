@@ -210,6 +210,19 @@ class Elementwise final : public KernelTemplate {
     r.dispatch(src, push, r.groupsFor(push.n, dense ? 256 * 4 : 256));
   }
 
+  std::optional<ElementwisePiece> piece(const OpSpec& op, std::span<const TensorDesc> in, const Attrs& attrs) const {
+    using R = ElementwiseSpec::Result;
+    R result = spec_.resultFor ? spec_.resultFor(attrs) : spec_.result;
+    if (result == R::kBool || result == R::kLogical) return std::nullopt;
+    auto ops = operands(op, in, attrs);
+    auto [compute, out] = dtypes(op, in, ops, attrs);
+    if (!isFloating(compute) || !isFloating(out)) return std::nullopt;
+    ElementwisePiece p{.expr = spec_.expr(attrs, compute), .compute = compute, .out = out};
+    for (const auto& o : ops) p.operands.push_back({.tensor = o.tensor, .input = o.input, .value = o.value});
+    for (const auto& name : spec_.params) p.params.push_back(attrs.getNumber(name));
+    return p;
+  }
+
   std::vector<const KernelSource*> variants(const OpSpec& op, DType dtype) const override {
     // Every operand a tensor of `dtype`, and (for ops with optional operands)
     // every optional one given as a scalar.
@@ -255,6 +268,13 @@ class Elementwise final : public KernelTemplate {
 };
 
 }  // namespace
+
+std::optional<ElementwisePiece> elementwisePiece(const OpSpec& op, std::span<const TensorDesc> inputs,
+                                                 const Attrs& attrs) {
+  const auto* e = dynamic_cast<const Elementwise*>(op.kernel.get());
+  if (!e) return std::nullopt;
+  return e->piece(op, inputs, attrs);
+}
 
 std::shared_ptr<const KernelTemplate> elementwise(ElementwiseSpec spec) {
   return std::make_shared<Elementwise>(std::move(spec));

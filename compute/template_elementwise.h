@@ -11,6 +11,8 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -42,5 +44,25 @@ std::shared_ptr<const KernelTemplate> elementwise(ElementwiseSpec spec);
 std::shared_ptr<const KernelTemplate> elementwise(int arity, std::string expr,
                                                   ElementwiseSpec::Result result = ElementwiseSpec::Result::kSame,
                                                   std::vector<std::string> params = {});
+
+// One elementwise call as a piece of a fused kernel (template_fused.h): its
+// expression for this call, where each operand a..d comes from (a tensor
+// input or a scalar), and the scalars s0.. . Only calls that compute and
+// produce floating values fuse; nullopt for every other call, and for ops
+// not of this template.
+struct ElementwisePiece {
+  struct Operand {
+    bool tensor = false;
+    size_t input = 0;  // when tensor
+    double value = 0;  // when a scalar
+  };
+  std::string expr;
+  std::vector<Operand> operands;  // a, b, c, d: the op's arity
+  std::vector<double> params;     // s0, s1, ...
+  DType compute = DType::F32;
+  DType out = DType::F32;
+};
+std::optional<ElementwisePiece> elementwisePiece(const OpSpec& op, std::span<const TensorDesc> inputs,
+                                                 const Attrs& attrs);
 
 }  // namespace tensord::compute

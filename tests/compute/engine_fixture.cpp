@@ -121,24 +121,27 @@ std::vector<TensorView> EngineTest::run(const std::string& op, std::vector<Tenso
                                         const std::vector<std::pair<std::string, AttrValue>>& given) {
   const OpSpec* spec = engine().ops().find(op);
   if (!spec) throw ComputeError(ComputeError::Kind::kUnsupported, "unknown op '" + op + "'");
-  Attrs attrs = validateAttrs(*spec, given);
+  return runSpec(*spec, std::move(inputs), validateAttrs(*spec, given));
+}
+
+std::vector<TensorView> EngineTest::runSpec(const OpSpec& spec, std::vector<TensorView> inputs, const Attrs& attrs) {
   std::vector<TensorDesc> descs;
   for (const auto& in : inputs) descs.push_back(in.desc);
   std::vector<TensorView> outputs;
-  std::vector<TensorDesc> outDescs = inferOutputs(*spec, descs, attrs);
-  if (spec->shapeFromDevice()) {
+  std::vector<TensorDesc> outDescs = inferOutputs(spec, descs, attrs);
+  if (spec.shapeFromDevice()) {
     // As the daemon does it: ask the device for the output shapes first.
     auto shapes = std::make_shared<std::vector<TensorDesc>>();
-    blocking([&](Completion c) { engine().enqueueShapeQuery("test", *spec, inputs, attrs, shapes, std::move(c)); });
+    blocking([&](Completion c) { engine().enqueueShapeQuery("test", spec, inputs, attrs, shapes, std::move(c)); });
     outDescs = *shapes;
   }
   for (auto& desc : outDescs) {
     // A view op's output shares its input's memory, as the daemon does it.
-    auto buffer = spec->view ? inputs[0].buffer : engine().allocate(desc.bytes(), "test");
+    auto buffer = spec.view ? inputs[0].buffer : engine().allocate(desc.bytes(), "test");
     outputs.push_back({std::move(desc), std::move(buffer)});
   }
-  if (spec->view) return outputs;
-  blocking([&](Completion c) { engine().enqueueOp("test", *spec, inputs, outputs, attrs, std::move(c)); });
+  if (spec.view) return outputs;
+  blocking([&](Completion c) { engine().enqueueOp("test", spec, inputs, outputs, attrs, std::move(c)); });
   return outputs;
 }
 

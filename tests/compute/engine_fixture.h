@@ -28,6 +28,9 @@ class EngineTest : public ::testing::Test {
   // Validates, allocates and runs `op`, waiting for completion.
   static std::vector<TensorView> run(const std::string& op, std::vector<TensorView> inputs,
                                      const std::vector<std::pair<std::string, AttrValue>>& attrs = {});
+  // Runs `spec` (in the table or not: a fused op) on `inputs` with outputs
+  // as its template infers them, waiting for completion.
+  static std::vector<TensorView> runSpec(const OpSpec& spec, std::vector<TensorView> inputs, const Attrs& attrs);
 
   static std::vector<float> randomData(size_t n, float lo = -1.0f, float hi = 1.0f);
   // Any dtype, as raw little-endian bytes.
