@@ -154,4 +154,9 @@ size_t Graph::inputs() const { return impl_ ? impl_->inputs : 0; }
 size_t Graph::outputs() const { return impl_ ? impl_->outputs : 0; }
 size_t Graph::calls() const { return impl_ ? impl_->calls : 0; }
 
+size_t Graph::kernels() const {
+  if (!impl_) throw Error(Error::Kind::kFailed, "Graph::kernels: the graph is null (default-constructed)");
+  return impl_->conn->blocking([&] { return size_t(impl_->conn->wait(impl_->cap.infoRequest().send()).getKernels()); });
+}
+
 }  // namespace tensord

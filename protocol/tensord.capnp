@@ -8,7 +8,7 @@
 
 $import "/capnp/c++.capnp".namespace("tensord::proto");
 
-const protocolVersion :UInt32 = 8;
+const protocolVersion :UInt32 = 9;
 # 2: OpSpec.inputSpecs/view/mutates/differentiable, DeviceInfo.dtypes, AttrType.scalar.
 # 3: Daemon.authenticateWithCertificate.
 # 4: Session.adminReload, Session.status, QuotaUse.
@@ -278,7 +278,11 @@ interface Graph {
   # i-th output, pipelined. Authorization, quotas and limits apply to every
   # call of every run as they would to `call`; the checks that depend only
   # on what was captured (attributes, shapes) ran at capture.
-  info @1 () -> (calls :UInt32, params :List(TensorDesc), outputs :List(TensorDesc));
+  info @1 () -> (calls :UInt32, params :List(TensorDesc), outputs :List(TensorDesc), kernels :UInt32);
+  # `kernels`: the pieces of device work a run records. Views record none,
+  # and each run of consecutive elementwise calls whose results share one
+  # shape is fused into one kernel that keeps its intermediate values in
+  # registers. 0 from a daemon that does not report it.
 }
 
 interface OpResults {

@@ -1,11 +1,13 @@
 // Session.graphCreate and Graph: calls captured once, checked once, and run
 // many times as one piece of device work. What a run still does per call is
 // what cannot be decided at capture: authorization (only when the policy
-// changed since the last check), quotas and allocation.
+// changed since the last check), quotas and allocation. Runs of elementwise
+// calls are fused at capture into one kernel each (compute/template_fused.h).
 
 #include <algorithm>
 
 #include "compute/op_table.h"
+#include "compute/template_fused.h"
 #include "server/loop_completion.h"
 #include "server/op_call.h"
 #include "server/op_results_impl.h"
@@ -28,7 +30,8 @@ struct GraphStep {
   FoundOp op;
   compute::Attrs attrs;
   std::vector<GraphInput> inputs;
-  std::vector<compute::TensorDesc> outputs;  // inferred at capture
+  std::vector<compute::TensorDesc> inputDescs;  // as captured
+  std::vector<compute::TensorDesc> outputs;     // inferred at capture
   bool mutatesInput(size_t i) const {
     const compute::OpSpec& spec = *op.spec;
     return !spec.inputs.empty() &&
@@ -41,6 +44,17 @@ struct Constant {
   std::string resource;
 };
 
+// One piece of device work of a run: a captured call, or several
+// elementwise calls fused into one kernel.
+struct RunStep {
+  const compute::OpSpec* spec = nullptr;
+  const compute::Attrs* attrs = nullptr;
+  std::vector<GraphInput> inputs;
+  std::vector<std::pair<uint32_t, uint32_t>> outputs;  // the (call, output) results it writes
+  std::shared_ptr<const compute::OpSpec> fused;        // owns `spec` when fused
+  compute::Attrs noAttrs;                              // `attrs` of a fused step
+};
+
 // What a capture produced; immutable but for the policy it was last
 // authorized under. Shared by the graph and its runs' device work (which
 // reads the specs and attributes while it records).
@@ -50,6 +64,9 @@ struct GraphPlan {
   std::vector<Constant> constants;
   std::vector<std::pair<uint32_t, uint32_t>> outputs;  // (call, output)
   std::vector<bool> paramsWritten;                     // a step writes that param in place
+  std::vector<RunStep> run;                            // what a run executes, in order
+  std::vector<uint32_t> firstValue;                    // per call: its outputs' first index in a run's values
+  uint32_t values = 0;                                 // every call's outputs
   std::shared_ptr<const acl::Policy> authorizedUnder;  // the ops and constants are allowed under it
 };
 
@@ -57,6 +74,116 @@ struct GraphPlan {
 kj::Exception locate(kj::Exception&& e, const std::string& where) {
   kj::Exception out(e.getType(), e.getFile(), e.getLine(), kj::str(where, e.getDescription()));
   return out;
+}
+
+// Splits the calls into what a run executes: each run of consecutive
+// elementwise calls with results of one shape becomes one fused kernel that
+// writes only the results used after it or returned; every other call runs
+// as captured. A fused kernel takes at most kMaxFusedInputs tensors and
+// writes at most kMaxFusedOutputs; a longer run is cut in pieces.
+void planRun(GraphPlan& plan) {
+  const size_t n = plan.steps.size();
+  plan.firstValue.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    plan.firstValue[i] = plan.values;
+    plan.values += uint32_t(plan.steps[i].outputs.size());
+  }
+  // Per result: the last call that reads it, or `n` if the graph returns it.
+  std::vector<size_t> lastUse(plan.values, 0);
+  for (size_t i = 0; i < n; ++i) {
+    for (const GraphInput& in : plan.steps[i].inputs) {
+      if (in.kind == GraphInput::Kind::kEarlier) lastUse[plan.firstValue[in.index] + in.output] = i;
+    }
+  }
+  for (const auto& [call, output] : plan.outputs) lastUse[plan.firstValue[call] + output] = n;
+
+  auto asCaptured = [&](size_t i) {
+    RunStep r{.spec = plan.steps[i].op.spec, .attrs = &plan.steps[i].attrs, .inputs = plan.steps[i].inputs};
+    for (uint32_t o = 0; o < plan.steps[i].outputs.size(); ++o) r.outputs.emplace_back(uint32_t(i), o);
+    plan.run.push_back(std::move(r));
+  };
+  auto sameInput = [](const GraphInput& a, const GraphInput& b) {
+    return a.kind == b.kind && a.index == b.index && a.output == b.output;
+  };
+  // Calls [first, end) with the results read after `end` or returned.
+  auto escaping = [&](size_t first, size_t end) {
+    std::vector<size_t> out;
+    for (size_t c = first; c < end; ++c) {
+      if (lastUse[plan.firstValue[c]] >= end) out.push_back(c);
+    }
+    return out;
+  };
+  auto fuse = [&](size_t first, size_t end, const std::vector<GraphInput>& inputs) {
+    if (end - first == 1) return asCaptured(first);
+    std::vector<compute::FusedCall> calls;
+    for (size_t c = first; c < end; ++c) {
+      const GraphStep& step = plan.steps[c];
+      compute::FusedCall call{.spec = step.op.spec, .attrs = &step.attrs, .inputDescs = step.inputDescs};
+      for (const GraphInput& in : step.inputs) {
+        if (in.kind == GraphInput::Kind::kEarlier && in.index >= first) {
+          call.inputs.push_back(-1 - int(in.index - first));
+        } else {
+          auto at = std::find_if(inputs.begin(), inputs.end(), [&](const GraphInput& x) { return sameInput(x, in); });
+          call.inputs.push_back(int(at - inputs.begin()));
+        }
+      }
+      calls.push_back(std::move(call));
+    }
+    std::vector<size_t> written = escaping(first, end);
+    if (written.empty()) written.push_back(end - 1);  // nothing reads them; keep the kernel well-formed
+    RunStep r{.inputs = inputs};
+    std::vector<size_t> outputs;
+    for (size_t c : written) {
+      outputs.push_back(c - first);
+      r.outputs.emplace_back(uint32_t(c), 0);
+    }
+    std::vector<compute::TensorDesc> inputDescs;
+    for (const GraphInput& in : inputs) {
+      switch (in.kind) {
+        case GraphInput::Kind::kParam: inputDescs.push_back(plan.params[in.index]); break;
+        case GraphInput::Kind::kConstant: inputDescs.push_back(plan.constants[in.index].entry->desc); break;
+        case GraphInput::Kind::kEarlier: inputDescs.push_back(plan.steps[in.index].outputs[in.output]); break;
+      }
+    }
+    r.fused = compute::fuseElementwise(std::move(calls), std::move(inputDescs), std::move(outputs),
+                                       plan.steps[first].outputs[0].shape);
+    r.spec = r.fused.get();
+    plan.run.push_back(std::move(r));
+  };
+
+  size_t first = 0;                   // the open run of fusable calls is [first, i)
+  std::vector<GraphInput> inputs;     // its tensors from outside it
+  for (size_t i = 0; i <= n; ++i) {
+    const GraphStep* step = i < n ? &plan.steps[i] : nullptr;
+    bool can = step && compute::fusable(*step->op.spec, step->inputDescs, step->attrs);
+    if (can && i > first && step->outputs[0].shape == plan.steps[first].outputs[0].shape) {
+      std::vector<GraphInput> grown = inputs;
+      for (const GraphInput& in : step->inputs) {
+        if (in.kind == GraphInput::Kind::kEarlier && in.index >= first) continue;
+        if (std::none_of(grown.begin(), grown.end(), [&](const GraphInput& x) { return sameInput(x, in); })) {
+          grown.push_back(in);
+        }
+      }
+      if (grown.size() <= compute::kMaxFusedInputs && escaping(first, i + 1).size() <= compute::kMaxFusedOutputs) {
+        inputs = std::move(grown);
+        continue;
+      }
+    }
+    if (i > first) fuse(first, i, inputs);
+    first = i;
+    inputs.clear();
+    if (!step) break;
+    if (!can) {
+      asCaptured(i);
+      first = i + 1;
+      continue;
+    }
+    for (const GraphInput& in : step->inputs) {
+      if (std::none_of(inputs.begin(), inputs.end(), [&](const GraphInput& x) { return sameInput(x, in); })) {
+        inputs.push_back(in);
+      }
+    }
+  }
 }
 
 // Authorizes what a run needs beyond its inputs: each op, and the
@@ -99,6 +226,8 @@ kj::Promise<void> GraphImpl::info(InfoContext context) {
   auto guard = session_->enterCall("graph.info");
   auto results = context.getResults();
   results.setCalls(uint32_t(plan_->steps.size()));
+  results.setKernels(uint32_t(std::count_if(plan_->run.begin(), plan_->run.end(),
+                                            [](const RunStep& s) { return !s.spec->view; })));
   auto params = results.initParams(uint32_t(plan_->params.size()));
   for (size_t i = 0; i < plan_->params.size(); ++i) fillDesc(params[uint32_t(i)], plan_->params[i]);
   auto outputs = results.initOutputs(uint32_t(plan_->outputs.size()));
@@ -155,20 +284,22 @@ void GraphImpl::runResolved(RunContext& context, kj::ArrayPtr<TensorImpl*> impls
   for (const Constant& c : plan.constants) checkNotFailed(*c.entry);
 
   std::vector<uint64_t> outBytes;
-  for (const GraphStep& step : plan.steps) {
-    if (step.op.spec->view) continue;
-    for (const auto& desc : step.outputs) outBytes.push_back(desc.bytes());
+  for (const RunStep& step : plan.run) {
+    if (step.spec->view) continue;
+    for (const auto& [call, output] : step.outputs) outBytes.push_back(plan.steps[call].outputs[output].bytes());
   }
   server.quotas.checkAllocation(principal, "graph", outBytes);
   server.quotas.checkInflightOp(principal, "graph");
 
-  // Every call's outputs, allocated now; views share their input's memory.
-  std::vector<compute::Engine::OpStep> steps(plan.steps.size());
-  for (size_t i = 0; i < plan.steps.size(); ++i) {
-    const GraphStep& step = plan.steps[i];
-    compute::Engine::OpStep& out = steps[i];
-    out.spec = step.op.spec;
-    out.attrs = &step.attrs;
+  // The results the run writes, allocated now (views share their input's
+  // memory); results a fused kernel keeps in registers have none.
+  std::vector<compute::TensorView> values(plan.values);
+  std::vector<compute::Engine::OpStep> steps;
+  steps.reserve(plan.run.size());
+  for (const RunStep& step : plan.run) {
+    compute::Engine::OpStep out;
+    out.spec = step.spec;
+    out.attrs = step.fused ? &step.noAttrs : step.attrs;
     out.inputs.reserve(step.inputs.size());
     out.outputs.reserve(step.outputs.size());
     for (const GraphInput& in : step.inputs) {
@@ -182,25 +313,29 @@ void GraphImpl::runResolved(RunContext& context, kj::ArrayPtr<TensorImpl*> impls
           break;
         }
         case GraphInput::Kind::kEarlier:
-          out.inputs.push_back(steps[in.index].outputs[in.output]);
+          out.inputs.push_back(values[plan.firstValue[in.index] + in.output]);
           break;
       }
     }
-    for (size_t o = 0; o < step.outputs.size(); ++o) {
-      const compute::TensorDesc& desc = step.outputs[o];
-      if (step.op.spec->view) {
-        out.outputs.push_back({desc, out.inputs[0].buffer});
+    for (const auto& [call, o] : step.outputs) {
+      const compute::TensorDesc& desc = plan.steps[call].outputs[o];
+      compute::TensorView& value = values[plan.firstValue[call] + o];
+      if (step.spec->view) {
+        value = {desc, out.inputs[0].buffer};
         continue;
       }
       try {
-        out.outputs.push_back({desc, server.engine.allocate(desc.bytes(), principal)});
+        value = {desc, server.engine.allocate(desc.bytes(), principal)};
       } catch (const compute::ComputeError&) {
         // The message is built only when it is needed.
-        const std::string what = "graph: call " + std::to_string(i) + " (" + step.op.spec->name + "): output '" +
-                                 outputName(*step.op.spec, o) + "' (" + desc.str() + ")";
+        const std::string what = "graph: call " + std::to_string(call) + " (" + plan.steps[call].op.spec->name +
+                                 "): output '" + outputName(*plan.steps[call].op.spec, o) + "' (" + desc.str() + ")";
         mapComputeErrors(what, [] { throw; });
       }
+      out.outputs.push_back(value);
     }
+    // A view enqueues nothing of its own.
+    if (!step.spec->view) steps.push_back(std::move(out));
   }
 
   // The graph's outputs become tensors; the other results live only as long
@@ -208,12 +343,10 @@ void GraphImpl::runResolved(RunContext& context, kj::ArrayPtr<TensorImpl*> impls
   std::vector<std::shared_ptr<TensorEntry>> entries;
   std::vector<std::weak_ptr<TensorEntry>> produced;
   for (const auto& [call, output] : plan.outputs) {
-    const compute::TensorView& view = steps[call].outputs[output];
+    const compute::TensorView& view = values[plan.firstValue[call] + output];
     entries.push_back(server.registry.add(principal, session_->id, view.desc, view.buffer));
     produced.push_back(entries.back());
   }
-  // View steps enqueue nothing of their own; they ride along as no-ops.
-  steps.erase(std::remove_if(steps.begin(), steps.end(), [](const auto& s) { return s.spec->view; }), steps.end());
 
   std::vector<OpMeter> meters;
   meters.reserve(plan.steps.size());
@@ -345,6 +478,7 @@ kj::Promise<void> SessionImpl::graphCreate(GraphCreateContext context) {
               step.inputs.push_back(in);
             }
             step.outputs = mapComputeErrors([&] { return compute::inferOutputs(spec, descs, step.attrs); });
+            step.inputDescs = std::move(descs);
             const uint64_t limit = session->server().config.limits.maxTensorBytes;
             for (size_t o = 0; o < step.outputs.size(); ++o) {
               if (step.outputs[o].bytes() > limit) {
@@ -368,6 +502,7 @@ kj::Promise<void> SessionImpl::graphCreate(GraphCreateContext context) {
           }
           plan->outputs.emplace_back(call, output);
         }
+        planRun(*plan);
         authorizePlan(*session, *plan, "graphCreate");
         context.getResults(capnp::MessageSize{8, 1}).setGraph(kj::heap<GraphImpl>(session, plan));
       })

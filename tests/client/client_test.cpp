@@ -66,7 +66,7 @@ TEST(Client, InfoWhoamiOps) {
   FakeDaemon daemon;
   Client client(optionsFor(daemon));
   EXPECT_EQ(client.info().version, "fake-1");
-  EXPECT_EQ(client.info().protocolVersion, 8u);
+  EXPECT_EQ(client.info().protocolVersion, 9u);
   EXPECT_EQ(client.whoami(), "tester");
   for (int round = 0; round < 2; ++round) {  // prefetched, then asked again
     auto ops = client.ops();

@@ -4,6 +4,7 @@
 // sees one request. Graphs: calls captured once (Client::capture) and run
 // many times, each run one request.
 
+#include <cmath>
 #include <functional>
 #include <optional>
 #include <thread>
@@ -312,6 +313,39 @@ TEST_F(IntegrationGraph, ARunWithTheWrongInputFailsNamingBothShapes) {
   ASSERT_TRUE(count.has_value());
   EXPECT_TRUE(contains(count->what(), "Graph::run: 2 input(s); the graph takes 1")) << count->what();
   EXPECT_EQ(graph.run({client->upload(Shape{2}, std::vector<float>{4, 5})})[0].toHost(), (std::vector<float>{8, 10}));
+}
+
+// Runs of elementwise calls on one shape become one kernel each (the daemon
+// says how many a run records), results used later or returned are still
+// written, and a run computes what the same calls made one by one compute.
+TEST_F(IntegrationGraph, ElementwiseRunsFuseIntoOneKernelEachAndComputeWhatTheCallsDo) {
+  auto client = connect();
+  Tensor w = client->upload(Shape{4, 4}, randomFloats(16, 11));
+  Tensor bias = client->upload(Shape{4}, randomFloats(4, 12));
+  auto body = [&](const std::vector<Tensor>& in) {
+    Tensor a = exp(in[0] * in[0] - in[0]);  // mul, sub, exp: one kernel
+    Tensor h = relu(matmul(a, w) + bias);    // matmul; add (bias broadcast) and relu: one kernel
+    Tensor flat = client->call1("reshape", {h}, {{"shape", std::vector<int64_t>{16}}});  // a view: none
+    Tensor y = log(client->call1("add", {flat}, {{"other", 1.0}}));  // add and log on [16]: one kernel
+    return std::vector<Tensor>{a, y, sum(h, 0)};                     // sum: one kernel
+  };
+  Graph graph = client->capture({{DType::F32, Shape{4, 4}}}, body);
+  EXPECT_EQ(graph.calls(), 10u);
+  EXPECT_EQ(graph.kernels(), 5u);
+
+  for (uint32_t seed = 1; seed <= 2; ++seed) {
+    Tensor x = client->upload(Shape{4, 4}, randomFloats(16, seed));
+    std::vector<Tensor> fused = graph.run({x});
+    std::vector<Tensor> alone = body({x});  // the same calls, one by one
+    ASSERT_EQ(fused.size(), 3u);
+    for (size_t k = 0; k < fused.size(); ++k) {
+      std::vector<float> got = fused[k].toHost(), want = alone[k].toHost();
+      ASSERT_EQ(got.size(), want.size()) << "output " << k;
+      for (size_t i = 0; i < got.size(); ++i) {
+        EXPECT_NEAR(got[i], want[i], 1e-5 * (1 + std::abs(want[i]))) << "output " << k << " element " << i;
+      }
+    }
+  }
 }
 
 TEST_F(IntegrationGraph, RunsKeepTheirOrderWithBatchesAndOtherCalls) {

@@ -38,7 +38,7 @@ class IntegrationErrors : public DaemonTest {
   void expectStillServing() {
     SCOPED_TRACE("after the error");
     auto other = connect();
-    EXPECT_EQ(other->info().protocolVersion, 8u);
+    EXPECT_EQ(other->info().protocolVersion, 9u);
     EXPECT_EQ(other->restore("kept").toHost(), kept_);
     Tensor one = other->upload(Shape{2}, std::vector<float>{1, 2});
     EXPECT_EQ((one + one).toHost(), (std::vector<float>{2, 4}));

@@ -41,7 +41,7 @@ uint64_t liveBytes(Client& client) { return client.info().memory.liveBytes; }
 TEST_F(IntegrationOpLibrary, OpsListingHasProtocol2Fields) {
   auto client = connect();
   DaemonInfo info = client->info();
-  EXPECT_EQ(info.protocolVersion, 8u);
+  EXPECT_EQ(info.protocolVersion, 9u);
   EXPECT_NE(std::find(info.device.dtypes.begin(), info.device.dtypes.end(), DType::F32), info.device.dtypes.end());
 
   auto ops = client->ops();

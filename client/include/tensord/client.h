@@ -340,6 +340,10 @@ class Graph {
   size_t inputs() const;   // how many run() takes
   size_t outputs() const;  // how many run() returns
   size_t calls() const;    // calls captured
+  // Kernels a run records, as the daemon planned them: the captured calls
+  // less views, each run of elementwise calls on one shape fused into one.
+  // Asks the daemon (one round trip); 0 from a daemon that does not say.
+  size_t kernels() const;
 
   struct Impl;
 
