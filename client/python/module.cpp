@@ -443,6 +443,38 @@ class PyCollectiveWork {
   bool waited_ = false;
 };
 
+// A captured graph (tensord::Graph), run from its client's thread.
+class PyGraph {
+ public:
+  PyGraph(std::shared_ptr<Session> session, tensord::Graph graph)
+      : session_(std::move(session)), graph_(std::move(graph)) {}
+  PyGraph(const PyGraph&) = delete;
+  PyGraph& operator=(const PyGraph&) = delete;
+  ~PyGraph() {
+    if (session_ && !session_->onOwnerThread()) session_->park(std::make_shared<tensord::Graph>(std::move(graph_)));
+  }
+
+  TensorList run(const std::vector<PyTensor*>& inputs) {
+    session_->check("Graph.run");
+    std::vector<tensord::Tensor> in = unwrapAll(*session_, inputs, "Graph.run");
+    std::vector<tensord::Tensor> out = graph_.run(in);  // pipelined: sends, waits for nothing
+    TensorList result;
+    for (auto& t : out) result.push_back(wrap(session_, std::move(t)));
+    return result;
+  }
+  size_t inputs() const { return graph_.inputs(); }
+  size_t outputs() const { return graph_.outputs(); }
+  size_t calls() const { return graph_.calls(); }
+  size_t kernels() {
+    session_->check("Graph.kernels");
+    return interruptible([&] { return graph_.kernels(); });
+  }
+
+ private:
+  std::shared_ptr<Session> session_;
+  tensord::Graph graph_;
+};
+
 class PyClient {
  public:
   PyClient(std::optional<std::string> address, std::optional<std::string> token, std::optional<std::string> ca,
@@ -523,6 +555,23 @@ class PyClient {
     TensorList result;
     for (auto& t : out) result.push_back(wrap(session_, std::move(t)));
     return result;
+  }
+
+  // Client::capture: `body` gets one placeholder per (dtype, shape) and
+  // returns the graph's outputs. The GIL stays held: the body is Python, and
+  // the capture waits for one reply only.
+  std::unique_ptr<PyGraph> capture(const std::vector<std::pair<std::string, std::vector<int64_t>>>& params,
+                                   const py::function& body) {
+    tensord::Client& client = use("Client.capture");
+    std::vector<tensord::GraphInput> inputs;
+    for (const auto& [dtype, shape] : params) inputs.push_back({dtypeFromName(dtype), tensord::Shape(shape)});
+    tensord::Graph graph = client.capture(inputs, [&](const std::vector<tensord::Tensor>& in) {
+      TensorList args;
+      for (const auto& t : in) args.push_back(wrap(session_, t));
+      py::object out = body(std::move(args));
+      return unwrapAll(*session_, out.cast<std::vector<PyTensor*>>(), "Client.capture: output");
+    });
+    return std::make_unique<PyGraph>(session_, std::move(graph));
   }
 
   std::unique_ptr<PyTensor> restore(const std::string& name) {
@@ -1140,6 +1189,7 @@ PYBIND11_MODULE(_core, m) {
            py::arg("progress") = py::none())
       .def("call", &PyClient::call, py::arg("op"), py::arg("inputs"), py::arg("attrs"), py::arg("count") = -1)
       .def("restore", &PyClient::restore)
+      .def("capture", &PyClient::capture, py::arg("params"), py::arg("body"))
       .def("list", [](PyClient& c, const std::string& prefix) {
         return c.blocking("Client.ls", [&](tensord::Client& x) { return x.list(prefix); });
       }, py::arg("prefix") = "")
@@ -1208,6 +1258,13 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("buckets", [](PyDistributedDataParallel& d) {
         return d.use("DistributedDataParallel.buckets").buckets();
       });
+
+  py::class_<PyGraph>(m, "Graph")
+      .def("run", &PyGraph::run)
+      .def_property_readonly("inputs", &PyGraph::inputs)
+      .def_property_readonly("outputs", &PyGraph::outputs)
+      .def_property_readonly("calls", &PyGraph::calls)
+      .def("kernels", &PyGraph::kernels);
 
   py::class_<BatchScope>(m, "BatchScope")
       .def(py::init<PyClient&>(), py::arg("client"), py::keep_alive<1, 2>())

@@ -22,7 +22,7 @@ A Client and its tensors belong to the thread that created the Client.
 """
 
 from . import _core
-from ._client import Client, connect
+from ._client import Client, Graph, connect
 from ._dtypes import bfloat16, dtype, float16, float32, int32, int64, uint8
 from ._ops import ops
 from ._progress import set_progress_bars
@@ -95,7 +95,7 @@ int = int32  # noqa: A001
 
 from . import distributed, nn, optim  # noqa: E402  (they use the names above)
 
-__all__ = ["Client", "connect", "Tensor", "dtype", "ops", "nn", "optim", "distributed", "no_grad", "is_grad_enabled",
+__all__ = ["Client", "Graph", "connect", "Tensor", "dtype", "ops", "nn", "optim", "distributed", "no_grad", "is_grad_enabled",
            "manual_seed", "set_progress_bars", "Error", "Refused", "Overloaded", "Disconnected", "Unimplemented",
            "ThreadError", "float32", "float16", "bfloat16", "int32", "int64", "uint8", "bool", "half", "long",
            "float", "int"]

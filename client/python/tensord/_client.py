@@ -61,6 +61,46 @@ class _Batch:
         self._scope.send()
 
 
+class Graph:
+    """Calls captured once by Client.capture and run many times.
+
+    Each run is one request to the daemon and one piece of device work; the
+    daemon checked the calls at capture and fused each run of elementwise
+    calls into one kernel. graph(*inputs) returns what the captured function
+    returned (a Tensor or a tuple of them), pipelined like any call.
+    """
+
+    def __init__(self, core_graph, client, single):
+        self._g = core_graph
+        self._client = client
+        self._single = single
+
+    def __call__(self, *inputs):
+        for i, t in enumerate(inputs):
+            if not isinstance(t, Tensor):
+                raise TypeError(f"Graph: input {i} is {type(t).__name__}; expected a tensord.Tensor")
+        if len(inputs) != self._g.inputs:
+            raise TypeError(f"Graph: {len(inputs)} input(s); the graph takes {self._g.inputs}")
+        out = [Tensor(h, self._client) for h in self._g.run([t._h for t in inputs])]
+        return out[0] if self._single else tuple(out)
+
+    run = __call__
+
+    @property
+    def calls(self):
+        """How many calls were captured."""
+        return self._g.calls
+
+    def kernels(self):
+        """How many kernels a run records, as the daemon planned them (views
+        record none; elementwise calls on one shape share one). Asks the
+        daemon."""
+        return self._g.kernels()
+
+    def __repr__(self):
+        return f"tensord.Graph(inputs={self._g.inputs}, outputs={self._g.outputs}, calls={self._g.calls})"
+
+
 class Client:
     """A connection to a tensord daemon.
 
@@ -114,6 +154,38 @@ class Client:
                     x = x + one
         """
         return _Batch(self._c)
+
+    def capture(self, fn, *inputs):
+        """Captures the calls `fn` makes on placeholder tensors into a Graph
+        that runs them on real ones. `inputs` gives each placeholder's
+        (dtype, shape). fn returns a Tensor or a sequence of them, made by
+        its calls; tensors it uses that existed before (weights) are read by
+        every run. Placeholders and whatever fn makes are not readable, then
+        or later: run the graph instead. The daemon checks every call at
+        capture and names the first that fails.
+
+            step = client.capture(lambda x: (x * w + b).relu(), ("f32", (64, 128)))
+            y = step(x)
+        """
+        params = []
+        for i, spec in enumerate(inputs):
+            try:
+                dt, shape = spec
+                params.append((_dtypes.as_dtype(dt).name, [int(d) for d in shape]))
+            except (TypeError, ValueError) as e:
+                raise TypeError(f"Client.capture: input {i} is {spec!r}; expected (dtype, shape)") from e
+        single = []
+
+        def body(handles):
+            out = fn(*[Tensor(h, self) for h in handles])
+            single.append(isinstance(out, Tensor))
+            outs = [out] if isinstance(out, Tensor) else list(out)
+            for k, t in enumerate(outs):
+                if not isinstance(t, Tensor):
+                    raise TypeError(f"Client.capture: output {k} is {type(t).__name__}; expected a tensord.Tensor")
+            return [t._h for t in outs]
+
+        return Graph(self._c.capture(params, body), self, single[0])
 
     # ------------------------------------------------------------ making tensors
     def tensor(self, data, dtype=None, requires_grad=False):

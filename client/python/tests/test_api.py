@@ -410,6 +410,39 @@ def test_a_batch_sends_its_calls_together_and_each_fails_alone(client, daemon):
     np.testing.assert_array_equal(z.numpy(), np.arange(4, dtype=np.float32) + 2)
 
 
+def test_a_captured_graph_runs_as_one_request_with_its_elementwise_calls_fused(client, daemon):
+    w = client.tensor(np.full((3, 3), 0.5, np.float32))
+    b = client.tensor(np.array([1.0, -2.0, 3.0], np.float32))
+
+    def step(x, scale):
+        h = (x @ w + b).relu()  # matmul, then add, relu and mul in one kernel that writes h and h * scale
+        return h * scale, h.sum()
+
+    graph = client.capture(step, ("f32", (2, 3)), (tensord.float32, [1]))
+    assert graph.calls == 5
+    assert graph.kernels() == 3  # matmul, add+relu+mul, sum
+    stats = lambda: next(p for p in client.daemon_stats().principals if p.principal == daemon.principal)
+    for seed in range(2):
+        x = np.random.default_rng(seed).standard_normal((2, 3)).astype(np.float32)
+        xt, st = client.tensor(x), client.tensor([2.0])
+        xt.numpy(), st.numpy()
+        before = stats()
+        y, total = graph(xt, st)
+        h = np.maximum(x @ np.full((3, 3), 0.5, np.float32) + np.array([1, -2, 3], np.float32), 0)
+        np.testing.assert_allclose(y.numpy(), h * 2, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(total.numpy(), h.sum(), rtol=1e-5, atol=1e-5)
+        assert stats().ops - before.ops == 5  # every captured call counts as an op run
+
+    single = client.capture(lambda x: x + x, ("f32", (2,)))
+    np.testing.assert_array_equal(single(client.tensor([1.0, 2.0])).numpy(), [2.0, 4.0])
+    with pytest.raises(TypeError, match="the graph takes 1"):
+        single()
+    with pytest.raises(TypeError, match=r"input 0 is \('f32',\); expected \(dtype, shape\)"):
+        client.capture(lambda x: x, ("f32",))
+    with pytest.raises(tensord.Error, match="matmul"):
+        client.capture(lambda x: x @ x, ("f32", (2, 3)))
+
+
 # ---------------------------------------------------------------- autograd switches
 def test_no_grad(client):
     w = client.tensor([1.0, 2.0], requires_grad=True)
