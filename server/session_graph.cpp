@@ -102,8 +102,12 @@ void planRun(GraphPlan& plan) {
     for (uint32_t o = 0; o < plan.steps[i].outputs.size(); ++o) r.outputs.emplace_back(uint32_t(i), o);
     plan.run.push_back(std::move(r));
   };
-  auto sameInput = [](const GraphInput& a, const GraphInput& b) {
-    return a.kind == b.kind && a.index == b.index && a.output == b.output;
+  // The same tensor: each use of a tensor the graph holds is a constant of
+  // its own, so constants compare by what they hold.
+  auto sameInput = [&](const GraphInput& a, const GraphInput& b) {
+    if (a.kind != b.kind) return false;
+    if (a.kind == GraphInput::Kind::kConstant) return plan.constants[a.index].entry == plan.constants[b.index].entry;
+    return a.index == b.index && a.output == b.output;
   };
   // Calls [first, end) with the results read after `end` or returned.
   auto escaping = [&](size_t first, size_t end) {

@@ -198,6 +198,7 @@ TEST_F(IntegrationGraph, ACapturedChainRunsManyTimesAsOneRequestAndKeepsOnlyItsO
   EXPECT_EQ(graph.inputs(), 1u);
   EXPECT_EQ(graph.outputs(), 2u);
   EXPECT_EQ(graph.calls(), size_t(kLength));
+  EXPECT_EQ(graph.kernels(), 1u) << "the chain of adds and muls is one fused kernel, reading h once";
 
   auto reference = [&](std::vector<float> v, int steps) {
     for (int i = 0; i < steps; ++i) {
