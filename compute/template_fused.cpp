@@ -41,7 +41,7 @@ const KernelSource& fusedSource(const std::string& name, std::string glsl) {
 // `v` (a float) as the value a store to `dtype` and a load back would give.
 std::string roundedTo(const std::string& v, DType dtype) {
   switch (dtype) {
-    case DType::F16: return "float(float16_t(" + v + "))";
+    case DType::F16: return "round_f16(" + v + ")";
     case DType::BF16: return "bf16_to_float(float_to_bf16(" + v + "))";
     default: return v;
   }

@@ -29,6 +29,19 @@ layout(push_constant) uniform Push {
 
 #define SCALAR_F(k) uintBitsToFloat(p.meta.v[p.scalars + 4u * (k)])
 
+// `f` rounded to the nearest f16 value (ties to even), as a store to an f16
+// tensor rounds it, in integer operations: float(float16_t(f)) is not kept
+// by every compiler (one drops the round trip).
+float round_f16(float f) {
+  float a = abs(f);
+  if (isnan(f)) return f;
+  if (a >= 65520.0) return f > 0.0 ? uintBitsToFloat(0x7f800000u) : uintBitsToFloat(0xff800000u);
+  if (a < 6.103515625e-05) return roundEven(f * 16777216.0) * 5.9604644775390625e-08;  // subnormal: steps of 2^-24
+  uint u = floatBitsToUint(f);
+  u += 0xfffu + ((u >> 13) & 1u);  // 23 mantissa bits to 10, ties to even
+  return uintBitsToFloat(u & 0xffffe000u);
+}
+
 void fused_element(uint i, T e[INPUTS]) {
   FUSED_BODY
 }

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "compute/error.h"
@@ -33,12 +34,17 @@ class FusionTest : public ConformanceTest {
     return out;
   }
 
-  static bool sameBits(const HostTensor& a, const HostTensor& b) {
-    if (a.values.size() != b.values.size()) return false;
-    for (size_t i = 0; i < a.values.size(); ++i) {
-      if (std::memcmp(&a.values[i], &b.values[i], sizeof(double)) != 0) return false;
+  // "" when `got` and `want` hold the same bits, else the first difference.
+  static std::string firstDifference(const HostTensor& got, const HostTensor& want) {
+    if (got.values.size() != want.values.size()) return "sizes differ";
+    for (size_t i = 0; i < got.values.size(); ++i) {
+      if (std::isnan(got.values[i]) && std::isnan(want.values[i])) continue;  // NaN payloads may differ
+      if (std::memcmp(&got.values[i], &want.values[i], sizeof(double)) != 0) {
+        return "element " + std::to_string(i) + ": " + std::to_string(got.values[i]) + " fused, " +
+               std::to_string(want.values[i]) + " one by one";
+      }
     }
-    return true;
+    return "";
   }
 };
 
@@ -84,31 +90,71 @@ TEST_F(FusionTest, EveryFusableOpComputesFusedWhatItComputesAlone) {
   EXPECT_GE(fused, 60u);
 }
 
-// A chain of multiplies and divides (nothing to contract into an fma): the
-// fused kernel rounds each result to f16 or bf16 as a store would, so it
-// matches the calls one by one bit for bit.
+// Adding 1e-4 to a number in [1, 2) changes nothing in f16 or bf16 (half an
+// ulp there is 5e-4 or more): the calls one by one give back the input
+// after 50 adds, and so does the fused kernel, because it rounds each result
+// as a store would. Without that rounding it would return about x + 0.005.
+// A chain of multiplies and divides stays within one rounding per call (the
+// compiler may narrow such a chain's arithmetic to f16 on some devices, as
+// it may in the calls one by one).
 TEST_F(FusionTest, HalfPrecisionIntermediatesRoundAsIfStored) {
   for (DType dtype : {DType::F16, DType::BF16}) {
-    if (!engine().dtypeSupported(dtype)) continue;  // the next test checks f32 the same way
+    if (!engine().dtypeSupported(dtype)) continue;
     SCOPED_TRACE(std::string(dtypeName(dtype)));
     const Shape shape{64};
-    const HostTensor x = randomTensor(dtype, shape, 0.5, 2.0);
+    const HostTensor x = randomTensor(dtype, shape, 1.0, 1.9);
+    const OpSpec& add = *engine().ops().find("add");
+    const Attrs tiny = validateAttrs(add, {{"other", 1e-4}});
+    std::vector<FusedCall> adds;
+    HostTensor want = x;
+    for (int j = 0; j < 50; ++j) {
+      want = call("add", {want}, {{"other", 1e-4}})[0];
+      adds.push_back({.spec = &add, .attrs = &tiny, .inputs = {j == 0 ? 0 : -j}, .inputDescs = descs({x})});
+    }
+    EXPECT_EQ(firstDifference(runFused(*fuseElementwise(adds, descs({x}), {49}, shape), {x})[0], want), "")
+        << "fused " << dtypeName(dtype) << " adds, calls one by one";
+
     const OpSpec& mul = *engine().ops().find("mul");
     const OpSpec& div = *engine().ops().find("div");
     const Attrs up = validateAttrs(mul, {{"other", 1.1}});
     const Attrs down = validateAttrs(div, {{"other", 1.07}});
     std::vector<FusedCall> calls;
-    HostTensor want = x;
+    want = x;
     for (int j = 0; j < 12; ++j) {
       const bool odd = j % 2;
       want = call(odd ? "div" : "mul", {want}, {{"other", odd ? 1.07 : 1.1}})[0];
       calls.push_back(FusedCall{.spec = odd ? &div : &mul, .attrs = odd ? &down : &up, .inputs = {j == 0 ? 0 : -j},
                                 .inputDescs = descs({x})});
     }
-    auto spec = fuseElementwise(calls, descs({x}), {11}, shape);
-    const auto out = runFused(*spec, {x});
-    EXPECT_TRUE(sameBits(out[0], want)) << "fused " << dtypeName(dtype) << " chain differs from the calls one by one";
+    const Tolerance t = tolerance(dtype);
+    expectClose(runFused(*fuseElementwise(calls, descs({x}), {11}, shape), {x})[0], want, "fused mul/div chain", 1,
+                {t.atol, t.rtol * 12});
   }
+}
+
+// The rounding of an f32 value to f16 inside a fused kernel, at its edges:
+// ties to even, the largest finite f16 and past it, subnormals, signed zero,
+// infinities and NaN. cast to f16, then subtract the f32 input: the result
+// is the rounding error, 0 everywhere if the kernel skipped the rounding.
+TEST_F(FusionTest, RoundingToF16MatchesAStoreAtTheEdges) {
+  if (!engine().dtypeSupported(DType::F16)) GTEST_SKIP() << "the device has no f16 storage";
+  const double tie = std::ldexp(1.0, -11);  // half an f16 ulp at 1
+  const HostTensor x = makeTensor(DType::F32, {18},
+                                  {1 + tie, 1 + 3 * tie, 1 + tie * 1.001, 65504, 65519, 65520, 65535, 1e5, -7e4,
+                                   std::ldexp(1.0, -25), std::ldexp(3.0, -25), 6.1e-5, 6.103e-5, -1e-7, -0.0,
+                                   INFINITY, -INFINITY, NAN});
+  const OpTable& ops = engine().ops();
+  const Attrs toHalf = validateAttrs(*ops.find("to"), {{"dtype", std::string("f16")}});
+  const Attrs subAttrs = validateAttrs(*ops.find("sub"), {});
+  const HostTensor half = call("to", {x}, {{"dtype", std::string("f16")}})[0];
+  const HostTensor want = call("sub", {half, x})[0];
+  std::vector<FusedCall> calls{
+      {.spec = ops.find("to"), .attrs = &toHalf, .inputs = {0}, .inputDescs = descs({x})},
+      {.spec = ops.find("sub"), .attrs = &subAttrs, .inputs = {-1, 0}, .inputDescs = descs({half, x})},
+  };
+  const auto out = runFused(*fuseElementwise(calls, descs({x}), {0, 1}, Shape{18}), {x});
+  EXPECT_EQ(firstDifference(out[0], half), "") << "the f16 values";
+  EXPECT_EQ(firstDifference(out[1], want), "") << "their rounding errors";
 }
 
 // Inputs of other shapes broadcast (the kernel's strided path), a 0-d
