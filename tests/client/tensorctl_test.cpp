@@ -209,7 +209,7 @@ TEST_F(TensorctlTest, InfoWhoamiOps) {
   EXPECT_EQ(json["device"]["name"], "fake device");
   Outcome human = ctl(daemon, {"info"});
   EXPECT_EQ(human.code, 0);
-  EXPECT_NE(human.out.find("tensord fake-1 (protocol 8)"), std::string::npos) << human.out;
+  EXPECT_NE(human.out.find("tensord fake-1 (protocol 9)"), std::string::npos) << human.out;
   Outcome ops = ctl(daemon, {"ops"});
   EXPECT_EQ(ops.code, 0);
   EXPECT_EQ(ops.out.rfind("OP      CATEGORY  SIGNATURE ", 0), 0u) << ops.out;
