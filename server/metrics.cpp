@@ -114,12 +114,12 @@ const std::vector<double>& exportedBounds() {
   return exported;
 }
 
-void Histogram::observe(double seconds) {
+void Histogram::observe(double seconds, uint64_t times) {
   if (!(seconds >= 0)) seconds = 0;  // NaN or a clock step back
   const auto& b = bounds();
-  buckets_[size_t(std::lower_bound(b.begin(), b.end(), seconds) - b.begin())]++;
-  ++count_;
-  sum_ += seconds;
+  buckets_[size_t(std::lower_bound(b.begin(), b.end(), seconds) - b.begin())] += times;
+  count_ += times;
+  sum_ += seconds * double(times);
   max_ = std::max(max_, seconds);
 }
 

@@ -34,7 +34,7 @@ class Histogram {
   static constexpr size_t kBounds = 81;                // 8 decades of 10, then 100 s
   static const std::array<double, kBounds>& bounds();  // upper bounds, seconds, ascending
 
-  void observe(double seconds);
+  void observe(double seconds, uint64_t times = 1);  // `times` observations of `seconds`
   void merge(const Histogram& other);
 
   uint64_t count() const { return count_; }

@@ -42,7 +42,7 @@ std::optional<acl::Quotas> QuotaTracker::quotas(std::string_view principal) cons
   return json->quotas(principal);
 }
 
-void QuotaTracker::chargeCall(const std::string& principal, std::string_view method) {
+void QuotaTracker::chargeCalls(const std::string& principal, std::string_view method, uint64_t calls) {
   const auto q = quotas(principal);
   if (!q || !q->callsPerSecond) return;
   const uint64_t rate = *q->callsPerSecond;
@@ -56,13 +56,20 @@ void QuotaTracker::chargeCall(const std::string& principal, std::string_view met
     u.tokens = std::min(double(rate), u.tokens + seconds * double(rate));
   }
   u.refilled = now;
-  if (u.tokens < 1.0) {
+  const double need = double(calls);
+  if (calls > rate) {
     exceeded(method, principal,
-             "has used its burst of " + std::to_string(rate) + " calls (next call allowed in " +
-                 std::to_string(int((1.0 - u.tokens) / double(std::max<uint64_t>(rate, 1)) * 1000) + 1) + " ms)",
+             "would make " + std::to_string(calls) + " calls at once, more than its burst of " +
+                 std::to_string(rate) + " calls",
              "calls_per_second", rate);
   }
-  u.tokens -= 1.0;
+  if (u.tokens < need) {
+    exceeded(method, principal,
+             "has used its burst of " + std::to_string(rate) + " calls (next call allowed in " +
+                 std::to_string(int((need - u.tokens) / double(std::max<uint64_t>(rate, 1)) * 1000) + 1) + " ms)",
+             "calls_per_second", rate);
+  }
+  u.tokens -= need;
 }
 
 void QuotaTracker::checkAllocation(const std::string& principal, std::string_view what,

@@ -56,7 +56,9 @@ class QuotaTracker {
   std::optional<acl::Quotas> quotas(std::string_view principal) const;
 
   // calls_per_second: takes one token of the principal's bucket (burst = rate).
-  void chargeCall(const std::string& principal, std::string_view method);
+  void chargeCall(const std::string& principal, std::string_view method) { chargeCalls(principal, method, 1); }
+  // Takes `calls` tokens at once (a graph run), or none when fewer are left.
+  void chargeCalls(const std::string& principal, std::string_view method, uint64_t calls);
   // device_bytes, tensor_count, largest_tensor for new tensors of these sizes.
   // `views`: they share an existing buffer (view ops) and allocate nothing, so
   // device_bytes does not apply.

@@ -67,6 +67,7 @@ struct GraphPlan {
   std::vector<RunStep> run;                            // what a run executes, in order
   std::vector<uint32_t> firstValue;                    // per call: its outputs' first index in a run's values
   uint32_t values = 0;                                 // every call's outputs
+  std::vector<std::pair<OpMetrics*, uint64_t>> ops;    // each op's metrics, and how many calls of it
   std::shared_ptr<const acl::Policy> authorizedUnder;  // the ops and constants are allowed under it
 };
 
@@ -81,8 +82,14 @@ kj::Exception locate(kj::Exception&& e, const std::string& where) {
 // writes only the results used after it or returned; every other call runs
 // as captured. A fused kernel takes at most kMaxFusedInputs tensors and
 // writes at most kMaxFusedOutputs; a longer run is cut in pieces.
-void planRun(GraphPlan& plan) {
+void planRun(GraphPlan& plan, Metrics& metrics) {
   const size_t n = plan.steps.size();
+  for (const GraphStep& step : plan.steps) {
+    OpMetrics* op = &metrics.op(step.op.spec->name);
+    auto at = std::find_if(plan.ops.begin(), plan.ops.end(), [&](const auto& m) { return m.first == op; });
+    if (at == plan.ops.end()) plan.ops.emplace_back(op, 1);
+    else ++at->second;
+  }
   plan.firstValue.resize(n);
   for (size_t i = 0; i < n; ++i) {
     plan.firstValue[i] = plan.values;
@@ -210,6 +217,32 @@ void authorizePlan(SessionState& session, GraphPlan& plan, const std::string& re
   plan.authorizedUnder = session.server().authorizer.current();
 }
 
+// The op metrics of a run's calls: they arrive with the run and complete
+// with its device work; until succeed(), they count as failed (as OpMeter).
+class RunMeter {
+ public:
+  explicit RunMeter(std::shared_ptr<const GraphPlan> plan)
+      : plan_(std::move(plan)), start_(std::chrono::steady_clock::now()) {}
+  RunMeter(RunMeter&&) noexcept = default;
+  RunMeter& operator=(RunMeter&&) = delete;
+  ~RunMeter() {
+    if (!plan_) return;
+    for (const auto& [op, calls] : plan_->ops) op->failed += calls;
+  }
+  void succeed() {
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    for (const auto& [op, calls] : plan_->ops) {
+      op->completed += calls;
+      op->latency.observe(seconds, calls);
+    }
+    plan_.reset();
+  }
+
+ private:
+  std::shared_ptr<const GraphPlan> plan_;
+  std::chrono::steady_clock::time_point start_;
+};
+
 class GraphImpl final : public proto::Graph::Server {
  public:
   GraphImpl(std::shared_ptr<SessionState> session, std::shared_ptr<GraphPlan> plan)
@@ -247,7 +280,7 @@ kj::Promise<void> GraphImpl::run(RunContext context) {
   ServerState& server = session_->server();
   GraphPlan& plan = *plan_;
   // Each captured call counts as a call for the rate quota and the usage.
-  for (size_t i = 0; i < plan.steps.size(); ++i) server.quotas.chargeCall(session_->principal.name, "call");
+  server.quotas.chargeCalls(session_->principal.name, "call", plan.steps.size());
   session_->usage.ops += plan.steps.size();
   if (server.authorizer.current() != plan.authorizedUnder) authorizePlan(*session_, plan, "graph");
 
@@ -352,9 +385,7 @@ void GraphImpl::runResolved(RunContext& context, kj::ArrayPtr<TensorImpl*> impls
     produced.push_back(entries.back());
   }
 
-  std::vector<OpMeter> meters;
-  meters.reserve(plan.steps.size());
-  for (const GraphStep& step : plan.steps) meters.emplace_back(server.metrics.op(step.op.spec->name));
+  auto meter = kj::heap<RunMeter>(plan_);
   auto done = makeLoopCompletion();
   holdSubmitsForThisPass(server);
   mapComputeErrors("graph", [&] {
@@ -362,17 +393,16 @@ void GraphImpl::runResolved(RunContext& context, kj::ArrayPtr<TensorImpl*> impls
   });
   server.opsExecuted += plan.steps.size();
   QuotaSlot inflight = server.quotas.enterOp(principal);
-  auto completion = kj::heap<std::vector<OpMeter>>(std::move(meters));
-  std::vector<OpMeter>& completing = *completion;
+  RunMeter& completing = *meter;
   server.addTask(done.promise
                      .then(
                          [&completing]() {
-                           for (auto& m : completing) m.succeed();
+                           completing.succeed();
                          },
                          [produced = std::move(produced), &server](kj::Exception&& e) {
                            failedOnDevice(server, "graph", produced, e);
                          })
-                     .attach(kj::mv(inflight), kj::mv(completion)));
+                     .attach(kj::mv(inflight), kj::mv(meter)));
 
   auto outputs = kj::heapArrayBuilder<proto::Tensor::Client>(entries.size());
   for (auto& entry : entries) outputs.add(TensorImpl::makeCap(session_, std::move(entry)));
@@ -506,7 +536,7 @@ kj::Promise<void> SessionImpl::graphCreate(GraphCreateContext context) {
           }
           plan->outputs.emplace_back(call, output);
         }
-        planRun(*plan);
+        planRun(*plan, session->server().metrics);
         authorizePlan(*session, *plan, "graphCreate");
         context.getResults(capnp::MessageSize{8, 1}).setGraph(kj::heap<GraphImpl>(session, plan));
       })

@@ -137,6 +137,26 @@ TEST_F(QuotaTest, CallsPerSecondAndConnections) {
   std::this_thread::sleep_for(std::chrono::milliseconds(1100));
   EXPECT_EQ(rate->upload(Shape{2, 2}, data_).toHost(), data_);
 
+  // A graph run charges all its calls at once; one of more calls than the
+  // burst can never run, and says so.
+  auto chain = [&](int calls) {
+    return rate->capture({{DType::F32, Shape{2, 2}}}, [&](const std::vector<Tensor>& in) {
+      Tensor y = in[0];
+      for (int i = 0; i < calls; ++i) y = y + in[0];
+      return std::vector<Tensor>{y};
+    });
+  };
+  Graph six = chain(6), three = chain(3);
+  Tensor x = rate->upload(Shape{2, 2}, data_);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  auto tooMany = errorOf([&] { six.run({x})[0].toHost(); });
+  ASSERT_TRUE(tooMany.has_value());
+  EXPECT_NE(std::string(tooMany->what()).find("principal 'rate' would make 6 calls at once, more than its burst of 5"),
+            std::string::npos)
+      << tooMany->what();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  EXPECT_EQ(three.run({x})[0].toHost(), (std::vector<float>{4, 8, 12, 16}));
+
   // connections 1: a second session of "conn" is refused until the first closes.
   auto conn = std::make_unique<Client>(ConnectOptions{.address = daemon().address(), .token = "conn-token"});
   expectQuota([&] { Client second(ConnectOptions{.address = daemon().address(), .token = "conn-token"}); },
