@@ -13,6 +13,7 @@ struct Graph::Impl {
   size_t inputs = 0;
   size_t outputs = 0;
   size_t calls = 0;
+  bool runOutput = false;  // run's results carry the first output (protocol 9)
 };
 
 namespace {
@@ -106,7 +107,9 @@ Graph Client::capture(const std::vector<GraphInput>& inputs,
         out[uint32_t(k)].setCall(outputs[k].first);
         out[uint32_t(k)].setOutput(outputs[k].second);
       }
-      graph->cap = conn->wait(request.send()).getGraph();
+      auto response = conn->wait(request.send());
+      graph->cap = response.getGraph();
+      graph->runOutput = response.getRunReturnsOutput();
     });
   } catch (...) {
     retire();
@@ -137,7 +140,8 @@ std::vector<Tensor> Graph::run(const std::vector<Tensor>& inputs) const {
     conn->stats.calls += impl_->calls;  // each captured call counts, as in a Batch
     auto results = sent.getResults();
     std::vector<proto::Tensor::Client> outputs;
-    for (size_t k = 0; k < impl_->outputs; ++k) {
+    if (impl_->runOutput && impl_->outputs > 0) outputs.push_back(sent.getOutput());
+    for (size_t k = outputs.size(); k < impl_->outputs; ++k) {
       auto get = results.getRequest(capnp::MessageSize{4, 0});
       get.setIndex(uint32_t(k));
       outputs.push_back(get.send().getTensor());

@@ -272,12 +272,13 @@ struct BatchOutput {
 
 interface Graph {
   # Calls captured by Session.graphCreate, bound to the session that made it.
-  run @0 (inputs :List(Tensor)) -> (results :OpResults);
+  run @0 (inputs :List(Tensor)) -> (results :OpResults, output :Tensor);
   # Runs the graph's calls on `inputs` (one per param, of its dtype and
   # shape) as one piece of device work; `results.get(i)` is the graph's
   # i-th output, pipelined. Authorization, quotas and limits apply to every
   # call of every run as they would to `call`; the checks that depend only
-  # on what was captured (attributes, shapes) ran at capture.
+  # on what was captured (attributes, shapes) ran at capture. `output` is
+  # the first output (since protocol 9): pipelining on it saves the `get`.
   info @1 () -> (calls :UInt32, params :List(TensorDesc), outputs :List(TensorDesc), kernels :UInt32);
   # `kernels`: the pieces of device work a run records. Views record none,
   # and each run of consecutive elementwise calls whose results share one
@@ -425,7 +426,7 @@ interface Session {
   # done with them. At most 4096 calls per batch.
 
   graphCreate @23 (params :List(TensorDesc), calls :List(BatchCall), outputs :List(BatchOutput))
-      -> (graph :Graph);
+      -> (graph :Graph, runReturnsOutput :Bool);
   # Captures `calls` once, as a graph to run many times (as CUDA graphs
   # are): an input is a `param` (the graph's input of that index, of the
   # dtype and shape `params` gives), an earlier call's output, or a tensor
@@ -434,6 +435,7 @@ interface Session {
   # shapes); the first that fails fails the capture, naming it. `outputs`
   # are what each run returns. Ops whose output shapes depend on the input
   # values (masked_select) cannot be captured. At most 4096 calls.
+  # `runReturnsOutput`: the graph's `run` sets `output` (protocol 9 on).
 }
 
 # ------------------------------------------------- node to node (collectives)

@@ -406,7 +406,9 @@ void GraphImpl::runResolved(RunContext& context, kj::ArrayPtr<TensorImpl*> impls
 
   auto outputs = kj::heapArrayBuilder<proto::Tensor::Client>(entries.size());
   for (auto& entry : entries) outputs.add(TensorImpl::makeCap(session_, std::move(entry)));
-  context.getResults(capnp::MessageSize{16, 1}).setResults(kj::heap<OpResultsImpl>("graph.run", outputs.finish()));
+  auto results = context.getResults(capnp::MessageSize{16, 2});
+  if (outputs.size() > 0) results.setOutput(outputs[0]);
+  results.setResults(kj::heap<OpResultsImpl>("graph.run", outputs.finish()));
 }
 
 }  // namespace
@@ -538,7 +540,9 @@ kj::Promise<void> SessionImpl::graphCreate(GraphCreateContext context) {
         }
         planRun(*plan, session->server().metrics);
         authorizePlan(*session, *plan, "graphCreate");
-        context.getResults(capnp::MessageSize{8, 1}).setGraph(kj::heap<GraphImpl>(session, plan));
+        auto results = context.getResults(capnp::MessageSize{8, 1});
+        results.setGraph(kj::heap<GraphImpl>(session, plan));
+        results.setRunReturnsOutput(true);
       })
       .attach(kj::mv(caps), kj::mv(guard));
 }
