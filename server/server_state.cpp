@@ -142,6 +142,12 @@ void SessionState::addInPlaceCall(kj::Promise<void> enqueued) {
                  .fork();
 }
 
+kj::Promise<void> SessionState::inPlace(kj::Promise<void> enqueueing) {
+  auto forked = enqueueing.fork();
+  addInPlaceCall(forked.addBranch());
+  return forked.addBranch();
+}
+
 void SessionState::authorize(acl::Action action, std::string_view resource, std::string_view category) const {
   const acl::Decision decision = server().authorizer.check(principal, {action, resource, category});
   if (decision.allowed) return;

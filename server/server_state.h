@@ -172,6 +172,9 @@ class SessionState {
   // download of the session waits for it first: it sees the write.
   kj::Promise<void> afterInPlaceCalls();
   void addInPlaceCall(kj::Promise<void> enqueued);
+  // addInPlaceCall for a request whose work ends with `enqueueing`; returns
+  // it, failing as it fails.
+  kj::Promise<void> inPlace(kj::Promise<void> enqueueing);
 
   const std::shared_ptr<ConnectionState> connection;
   const acl::Principal principal;

@@ -247,16 +247,7 @@ kj::Promise<void> SessionImpl::call(CallContext context) {
   if (spec->mutates.empty()) {
     return resolved.then(kj::mv(enqueue)).attach(kj::mv(capArray), kj::mv(guard));
   }
-  auto paf = kj::newPromiseAndFulfiller<void>();
-  session_->addInPlaceCall(kj::mv(paf.promise));
-  auto done = std::make_shared<kj::Own<kj::PromiseFulfiller<void>>>(kj::mv(paf.fulfiller));
-  return resolved.then(kj::mv(enqueue))
-      .then([done]() { (*done)->fulfill(); },
-            [done](kj::Exception&& e) {
-              (*done)->fulfill();
-              kj::throwFatalException(kj::mv(e));
-            })
-      .attach(kj::mv(capArray), kj::mv(guard));
+  return session_->inPlace(resolved.then(kj::mv(enqueue)).attach(kj::mv(capArray), kj::mv(guard)));
 }
 
 
@@ -472,14 +463,7 @@ kj::Promise<void> SessionImpl::callBatch(CallBatchContext context) {
                  })
                  .attach(kj::mv(caps), kj::mv(guard));
   if (!inPlace) return run;
-  auto paf = kj::newPromiseAndFulfiller<void>();
-  session_->addInPlaceCall(kj::mv(paf.promise));
-  auto done = std::make_shared<kj::Own<kj::PromiseFulfiller<void>>>(kj::mv(paf.fulfiller));
-  return run.then([done]() { (*done)->fulfill(); },
-                  [done](kj::Exception&& e) {
-                    (*done)->fulfill();
-                    kj::throwFatalException(kj::mv(e));
-                  });
+  return session_->inPlace(kj::mv(run));
 }
 
 }  // namespace tensord::server

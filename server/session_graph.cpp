@@ -64,6 +64,7 @@ struct GraphPlan {
   std::vector<Constant> constants;
   std::vector<std::pair<uint32_t, uint32_t>> outputs;  // (call, output)
   std::vector<bool> paramsWritten;                     // a step writes that param in place
+  bool writesInPlace = false;                          // a step writes a param or a held tensor in place
   std::vector<RunStep> run;                            // what a run executes, in order
   std::vector<uint32_t> firstValue;                    // per call: its outputs' first index in a run's values
   uint32_t values = 0;                                 // every call's outputs
@@ -296,10 +297,16 @@ kj::Promise<void> GraphImpl::run(RunContext context) {
   for (size_t i = 0; i < caps.size(); ++i) {
     resolving.add(resolveInput(server, "graph.run: input " + std::to_string(i), caps[i]));
   }
-  return session_->afterInPlaceCalls()
-      .then([resolving = resolving.finish()]() mutable { return kj::joinPromises(kj::mv(resolving)); })
-      .then([this, context](kj::Array<TensorImpl*> impls) mutable { runResolved(context, impls); })
-      .attach(kj::mv(caps), kj::mv(guard));
+  auto enqueued = session_->afterInPlaceCalls()
+                      .then([resolving = resolving.finish()]() mutable { return kj::joinPromises(kj::mv(resolving)); })
+                      .then([this, self = thisCap(), context](kj::Array<TensorImpl*> impls) mutable {
+                        runResolved(context, impls);  // `self` keeps this graph while a run waits
+                      })
+                      .attach(kj::mv(caps), kj::mv(guard));
+  // A run that writes its inputs or held tensors in place orders the
+  // session's later requests after it, as an in-place call does.
+  if (!plan.writesInPlace) return enqueued;
+  return session_->inPlace(kj::mv(enqueued));
 }
 
 void GraphImpl::runResolved(RunContext& context, kj::ArrayPtr<TensorImpl*> impls) {
@@ -473,6 +480,7 @@ kj::Promise<void> SessionImpl::graphCreate(GraphCreateContext context) {
                 case proto::BatchInput::TENSOR: {
                   in.kind = GraphInput::Kind::kConstant;
                   in.index = uint32_t(nextConstant++);
+                  if (step.mutatesInput(j)) plan->writesInPlace = true;
                   const TensorEntry& entry = *plan->constants[in.index].entry;
                   checkNotFailed(entry);
                   descs.push_back(entry.desc);
@@ -485,7 +493,7 @@ kj::Promise<void> SessionImpl::graphCreate(GraphCreateContext context) {
                     kj::throwFatalException(failed(what + " names param " + std::to_string(in.index) +
                                                    "; the graph has " + std::to_string(plan->params.size())));
                   }
-                  if (step.mutatesInput(j)) plan->paramsWritten[in.index] = true;
+                  if (step.mutatesInput(j)) plan->paramsWritten[in.index] = plan->writesInPlace = true;
                   descs.push_back(plan->params[in.index]);
                   break;
                 }
