@@ -84,7 +84,7 @@ Graph Client::capture(const std::vector<GraphInput>& inputs,
   }
   if (calls.empty()) {
     retire();
-    throw Error(Error::Kind::kFailed, "capture: the body made no calls with outputs");
+    throw Error(Error::Kind::kFailed, "capture: the body made no calls");
   }
 
   auto graph = std::make_shared<Graph::Impl>();
@@ -145,6 +145,13 @@ std::vector<Tensor> Graph::run(const std::vector<Tensor>& inputs) const {
       auto get = results.getRequest(capnp::MessageSize{4, 0});
       get.setIndex(uint32_t(k));
       outputs.push_back(get.send().getTensor());
+    }
+    if (impl_->outputs == 0) {
+      // Nothing to hand back (a graph of in-place calls): the run goes on,
+      // and its error is thrown by the next blocking request, as a call's.
+      conn->addTask(sent.ignoreResult());
+      conn->flush();
+      return std::vector<Tensor>{};
     }
     auto origin = std::make_shared<detail::PendingCall>(sent.then([](capnp::Response<proto::Graph::RunResults>&&) {}));
     std::vector<Tensor> out;

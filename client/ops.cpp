@@ -9,7 +9,8 @@ namespace detail {
 
 namespace {
 
-// A call with outputs while a Batch is open: held, to be sent with the others.
+// A call with outputs while a Batch is open, or any call while capturing a
+// graph: held, to be sent with the others.
 std::vector<Tensor> holdCall(const std::shared_ptr<Connection>& conn, std::string_view op,
                              const std::vector<Tensor>& inputs, const Attrs& attrs, size_t count) {
   HeldCall call;
@@ -46,7 +47,7 @@ std::vector<Tensor> holdCall(const std::shared_ptr<Connection>& conn, std::strin
 
 std::vector<Tensor> callOp(const std::shared_ptr<Connection>& conn, std::string_view op,
                            const std::vector<Tensor>& inputs, const Attrs& attrs, size_t count) {
-  if (count > 0 && conn->batching()) return holdCall(conn, op, inputs, attrs, count);
+  if ((count > 0 && conn->batching()) || conn->capturing()) return holdCall(conn, op, inputs, attrs, count);
   std::vector<proto::Tensor::Client> caps;
   for (size_t i = 0; i < inputs.size(); ++i) {
     proto::Tensor::Client cap = capOf(implOf(inputs[i], std::string(op) + ": input " + std::to_string(i)));

@@ -30,7 +30,7 @@ proto::Tensor::Client& capOf(Tensor::Impl& impl) {
     if (!impl.held->sent && impl.conn->capturing()) {
       throw Error(Error::Kind::kFailed,
                   "capture: a tensor made inside a capture (or one of its inputs) cannot be read, waited for or "
-                  "sent in a request while the capture runs; only calls with outputs can use it");
+                  "sent in a request while the capture runs; only calls can use it");
     }
     if (!impl.held->sent) impl.conn->sendHeld();
     impl.cap = impl.held->cap;

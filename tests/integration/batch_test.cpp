@@ -349,6 +349,42 @@ TEST_F(IntegrationGraph, ElementwiseRunsFuseIntoOneKernelEachAndComputeWhatTheCa
   }
 }
 
+// Calls without outputs are captured too: a run writes in place, and the
+// session's later requests see the write without waiting for the run.
+TEST_F(IntegrationGraph, InPlaceCallsAreCapturedAndLaterRequestsSeeTheirWrites) {
+  auto client = connect();
+  Tensor w = client->upload(Shape{2}, std::vector<float>{1, 2});  // held by the graph
+  Graph step = client->capture({{DType::F32, Shape{2}}}, [&](const std::vector<Tensor>& in) {
+    Tensor y = in[0] + w;  // reads w before the graph clears it
+    client->call("zero_", {w});
+    return std::vector<Tensor>{y};
+  });
+  EXPECT_EQ(step.calls(), 2u);
+  Tensor x = client->upload(Shape{2}, std::vector<float>{10, 20});
+  EXPECT_EQ(step.run({x})[0].toHost(), (std::vector<float>{11, 22}));
+  EXPECT_EQ(w.toHost(), (std::vector<float>{0, 0}));
+  EXPECT_EQ(step.run({x})[0].toHost(), (std::vector<float>{10, 20}));
+
+  // A graph of in-place calls only returns nothing; a read right after a
+  // run sees what it wrote, and a run's error surfaces at the next request.
+  Graph clear = client->capture({{DType::F32, Shape{2}}}, [&](const std::vector<Tensor>& in) {
+    client->call("zero_", {in[0]});
+    return std::vector<Tensor>{};
+  });
+  EXPECT_TRUE(clear.run({x}).empty());
+  EXPECT_EQ(x.toHost(), (std::vector<float>{0, 0}));
+  Tensor three = client->upload(Shape{3}, std::vector<float>{1, 2, 3});
+  three.wait();
+  auto wrong = errorOf([&] {
+    clear.run({three});
+    client->list();
+  });
+  ASSERT_TRUE(wrong.has_value());
+  EXPECT_TRUE(contains(wrong->what(), "graph.run: input 0 is f32[3]; the graph was captured for f32[2]"))
+      << wrong->what();
+  EXPECT_EQ(three.toHost(), (std::vector<float>{1, 2, 3}));
+}
+
 TEST_F(IntegrationGraph, RunsKeepTheirOrderWithBatchesAndOtherCalls) {
   auto client = connect();
   Tensor one = client->upload(Shape{2}, std::vector<float>{1, 1});

@@ -402,9 +402,10 @@ class Client {
   // Captures the calls `body` makes as a Graph. `body` gets one placeholder
   // tensor per entry of `inputs` and returns the graph's outputs, results
   // of calls it made; it may also use tensors made before (the graph holds
-  // and reads them on every run). Only calls with outputs are captured:
-  // while it runs, reading, waiting for or sending a placeholder or a
-  // result (a download, a call without outputs) throws Error, and tensors
+  // and reads them on every run). Calls without outputs (zero_, optimizer
+  // steps) are captured too and write their inputs in place on every run;
+  // a graph may then return nothing. While it runs, reading, waiting for or
+  // sending a placeholder or a result (a download) throws Error, and tensors
   // made inside are placeholders that cannot be read afterwards either. Ops
   // whose output shapes depend on the input values (masked_select) cannot
   // be captured. Blocks for one round trip; throws the first call's error,

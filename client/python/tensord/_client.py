@@ -82,6 +82,8 @@ class Graph:
         if len(inputs) != self._g.inputs:
             raise TypeError(f"Graph: {len(inputs)} input(s); the graph takes {self._g.inputs}")
         out = [Tensor(h, self._client) for h in self._g.run([t._h for t in inputs])]
+        if self._single is None:
+            return None
         return out[0] if self._single else tuple(out)
 
     run = __call__
@@ -158,9 +160,10 @@ class Client:
     def capture(self, fn, *inputs):
         """Captures the calls `fn` makes on placeholder tensors into a Graph
         that runs them on real ones. `inputs` gives each placeholder's
-        (dtype, shape). fn returns a Tensor or a sequence of them, made by
-        its calls; tensors it uses that existed before (weights) are read by
-        every run. Placeholders and whatever fn makes are not readable, then
+        (dtype, shape). fn returns a Tensor, a sequence of them, or None,
+        made by its calls; tensors it uses that existed before (weights) are
+        read by every run, and in-place calls (zero_, optimizer steps) write
+        on every run. Placeholders and whatever fn makes are not readable, then
         or later: run the graph instead. The daemon checks every call at
         capture and names the first that fails.
 
@@ -178,8 +181,8 @@ class Client:
 
         def body(handles):
             out = fn(*[Tensor(h, self) for h in handles])
-            single.append(isinstance(out, Tensor))
-            outs = [out] if isinstance(out, Tensor) else list(out)
+            single.append(None if out is None else isinstance(out, Tensor))
+            outs = [] if out is None else [out] if isinstance(out, Tensor) else list(out)
             for k, t in enumerate(outs):
                 if not isinstance(t, Tensor):
                     raise TypeError(f"Client.capture: output {k} is {type(t).__name__}; expected a tensord.Tensor")
