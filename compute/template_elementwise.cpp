@@ -178,17 +178,8 @@ class Elementwise final : public KernelTemplate {
     for (const auto& v : in) descs.push_back(v.desc);
     auto ops = operands(op, descs, attrs);
     auto [compute, outDType] = dtypes(op, descs, ops, attrs);
-    const Shape& shape = out[0].desc.shape;
-    std::vector<std::vector<int64_t>> strides;
-    for (const auto& d : descs) strides.push_back(broadcastStrides(d.shape, shape));
-    Coalesced c = coalesce(shape, strides);
-    bool dense = c.shape.size() <= 1;
-    for (const auto& s : c.strides) dense = dense && (s.empty() || s[0] == 1);
-    std::vector<uint32_t> meta;
-    for (int64_t d : c.shape) meta.push_back(uint32_t(d));
-    for (size_t k = 0; k < size_t(spec_.arity); ++k) {
-      for (size_t d = 0; d < c.shape.size(); ++d) meta.push_back(k < c.strides.size() ? uint32_t(c.strides[k][d]) : 0);
-    }
+    ElementwiseLayout layout = elementwiseLayout(out[0].desc.shape, descs, size_t(spec_.arity));
+    std::vector<uint32_t>& meta = layout.meta;
     uint32_t scalarsAt = uint32_t(meta.size());
     for (const auto& o : ops) appendScalarWords(meta, o.tensor ? 0 : o.value);
     for (const auto& name : spec_.params) appendScalarWords(meta, attrs.getNumber(name));
@@ -202,12 +193,12 @@ class Elementwise final : public KernelTemplate {
     for (size_t k = 0; k < in.size() && k < kMaxOperands; ++k) *addr[k] = in[k].buffer->deviceAddress();
     push.meta = r.params(meta);
     push.n = uint32_t(out[0].desc.numel());
-    push.rank = uint32_t(c.shape.size());
-    push.dense = dense ? 1 : 0;
+    push.rank = layout.rank;
+    push.dense = layout.dense ? 1 : 0;
     push.scalars = scalarsAt;
     // The dense loop handles 4 elements per invocation per pass (UNROLL in
     // elementwise.comp); size the grid for that.
-    r.dispatch(src, push, r.groupsFor(push.n, dense ? 256 * 4 : 256));
+    r.dispatch(src, push, r.groupsFor(push.n, layout.dense ? 256 * 4 : 256));
   }
 
   std::optional<ElementwisePiece> piece(const OpSpec& op, std::span<const TensorDesc> in, const Attrs& attrs) const {

@@ -70,17 +70,10 @@ class FusedElementwise final : public KernelTemplate {
 
   void record(const OpSpec& op, Recorder& r, std::span<const TensorView> in, std::span<const TensorView> out,
               const Attrs&) const override {
-    const Shape& shape = outputs_.front().shape;
-    std::vector<std::vector<int64_t>> strides;
-    for (const auto& v : in) strides.push_back(broadcastStrides(v.desc.shape, shape));
-    Coalesced c = coalesce(shape, strides);
-    bool dense = c.shape.size() <= 1;
-    for (const auto& s : c.strides) dense = dense && (s.empty() || s[0] == 1);
-    std::vector<uint32_t> meta;
-    for (int64_t d : c.shape) meta.push_back(uint32_t(d));
-    for (size_t k = 0; k < in.size(); ++k) {
-      for (size_t d = 0; d < c.shape.size(); ++d) meta.push_back(uint32_t(c.strides[k][d]));
-    }
+    std::vector<TensorDesc> descs;
+    for (const auto& v : in) descs.push_back(v.desc);
+    ElementwiseLayout layout = elementwiseLayout(outputs_.front().shape, descs, in.size());
+    std::vector<uint32_t>& meta = layout.meta;
     uint32_t scalarsAt = uint32_t(meta.size());
     meta.insert(meta.end(), scalars_.begin(), scalars_.end());
 
@@ -89,10 +82,10 @@ class FusedElementwise final : public KernelTemplate {
     for (size_t k = 0; k < out.size(); ++k) push.y[k] = out[k].buffer->deviceAddress();
     push.meta = r.params(meta);
     push.n = uint32_t(out[0].desc.numel());
-    push.rank = uint32_t(c.shape.size());
-    push.dense = dense ? 1 : 0;
+    push.rank = layout.rank;
+    push.dense = layout.dense ? 1 : 0;
     push.scalars = scalarsAt;
-    r.dispatch(source_, push, r.groupsFor(push.n, dense ? 256 * 4 : 256));
+    r.dispatch(source_, push, r.groupsFor(push.n, layout.dense ? 256 * 4 : 256));
   }
 
   std::vector<const KernelSource*> variants(const OpSpec&, DType) const override { return {&source_}; }

@@ -78,4 +78,17 @@ Coalesced coalesce(const Shape& shape, std::vector<std::vector<int64_t>> strides
   return c;
 }
 
+ElementwiseLayout elementwiseLayout(const Shape& shape, const std::vector<TensorDesc>& operands, size_t rows) {
+  std::vector<std::vector<int64_t>> strides;
+  for (const auto& d : operands) strides.push_back(broadcastStrides(d.shape, shape));
+  Coalesced c = coalesce(shape, strides);
+  ElementwiseLayout out{.rank = uint32_t(c.shape.size()), .dense = c.shape.size() <= 1};
+  for (const auto& s : c.strides) out.dense = out.dense && (s.empty() || s[0] == 1);
+  for (int64_t d : c.shape) out.meta.push_back(uint32_t(d));
+  for (size_t k = 0; k < rows; ++k) {
+    for (size_t d = 0; d < c.shape.size(); ++d) out.meta.push_back(k < c.strides.size() ? uint32_t(c.strides[k][d]) : 0);
+  }
+  return out;
+}
+
 }  // namespace tensord::compute

@@ -35,4 +35,15 @@ struct Coalesced {
 };
 Coalesced coalesce(const Shape& shape, std::vector<std::vector<int64_t>> strides);
 
+// The layout words of an elementwise kernel (elementwise.comp,
+// fused_elementwise.comp) for an output of `shape` and `operands`
+// broadcast to it: the coalesced shape, then one stride row per operand,
+// `rows` rows in all (those past the operands are zeros).
+struct ElementwiseLayout {
+  std::vector<uint32_t> meta;
+  uint32_t rank = 0;   // of the coalesced shape
+  bool dense = false;  // every operand is contiguous with the output
+};
+ElementwiseLayout elementwiseLayout(const Shape& shape, const std::vector<TensorDesc>& operands, size_t rows);
+
 }  // namespace tensord::compute
