@@ -106,6 +106,12 @@ std::vector<Case> cases() {
        {{"stride", std::vector<int64_t>{2}}, {"padding", std::vector<int64_t>{3}}}, 0, 2 * 32.0 * 64 * 112 * 112 * 3 * 49},
       {"conv2d_f16_32x64x56x56_k3", "conv2d", {f16({32, 64, 56, 56}), f16({64, 64, 3, 3})},
        {{"padding", std::vector<int64_t>{1}}}, 0, 2 * 32.0 * 64 * 56 * 56 * 64 * 9},
+      {"conv2d_f16_32x128x28x28_k3", "conv2d", {f16({32, 128, 28, 28}), f16({128, 128, 3, 3})},
+       {{"padding", std::vector<int64_t>{1}}}, 0, 2 * 32.0 * 128 * 28 * 28 * 128 * 9},
+      {"conv2d_f16_32x256x14x14_k3", "conv2d", {f16({32, 256, 14, 14}), f16({256, 256, 3, 3})},
+       {{"padding", std::vector<int64_t>{1}}}, 0, 2 * 32.0 * 256 * 14 * 14 * 256 * 9},
+      {"conv2d_f16_32x256x56x56_k1_to64", "conv2d", {f16({32, 256, 56, 56}), f16({64, 256, 1, 1})}, {}, 0,
+       2 * 32.0 * 64 * 56 * 56 * 256},
       // A decoder's 2x upsampler: 128 -> 64 channels, 28x28 -> 56x56.
       {"conv_transpose2d_32x128x28x28_k4s2", "conv_transpose2d", {f32({32, 128, 28, 28}), f32({128, 64, 4, 4})},
        {{"stride", std::vector<int64_t>{2}}, {"padding", std::vector<int64_t>{1}}}, 0, 2 * 32.0 * 128 * 28 * 28 * 64 * 16},

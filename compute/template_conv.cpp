@@ -110,7 +110,12 @@ struct GemmTile {
   int bm = 64, bn = 64;      // output channels x pixels per workgroup
   int bk = 8;                // K step
   bool weightVec4 = false;   // weight rows contiguous along K, K a multiple of 4, aligned
+  bool coop = false;         // f16 on tensor cores (kernels/conv_gemm_coop.comp)
 };
+// The tensor-core tile: 64 output channels x 128 pixels in K steps of 32,
+// 8 subgroups of 32x32 outputs.
+constexpr GemmTile kGemmCoopTile{64, 128, 32, false, true};
+constexpr int kGemmCoopWarpM = 32, kGemmCoopWarpN = 32;
 constexpr int kGemmMetaHead = 24, kGemmMetaPerPhase = 16;
 // conv_transpose with more stride phases than this stays direct (its meta
 // would grow and each phase's tap set would be tiny).
@@ -291,13 +296,18 @@ class Conv final : public KernelTemplate {
 
   const KernelSource& gemmSource(DType dtype, const GemmTile& tile) const {
     std::string key = "conv_gemm|" + std::string(dtypeName(dtype)) + "|" + std::to_string(tile.bm) + "x" +
-                      std::to_string(tile.bn) + "x" + std::to_string(tile.bk) + (tile.weightVec4 ? "|v4" : "|v1");
+                      std::to_string(tile.bn) + "x" + std::to_string(tile.bk) + (tile.weightVec4 ? "|v4" : "|v1") +
+                      (tile.coop ? "|coop" : "");
     return variants_.get(key, [&] {
       GlslBuilder b(dtype);
       b.output("y", dtype).input("x", dtype).input("w", dtype).input("b", dtype);
       b.define("BM", std::to_string(tile.bm) + "u").define("BN", std::to_string(tile.bn) + "u");
       b.define("BK", std::to_string(tile.bk) + "u");
       if (tile.weightVec4) b.define("WEIGHT_VEC4");
+      if (tile.coop) {
+        b.define("WM", std::to_string(kGemmCoopWarpM) + "u").define("WN", std::to_string(kGemmCoopWarpN) + "u");
+        return b.build(kernelFile("conv_gemm_coop.comp"));
+      }
       return b.build(kernelFile("conv_gemm.comp"));
     });
   }
@@ -344,10 +354,15 @@ class Conv final : public KernelTemplate {
 
   // The tile for this call; `weightVec4`: the weight moves as vectors
   // (a conv, not transposed, K a multiple of 4, an aligned weight).
-  GemmTile gemmTile(const ConvGeometry& g, int64_t pixels, int64_t units, bool weightVec4) const {
+  GemmTile gemmTile(const ConvGeometry& g, int64_t pixels, int64_t units, bool weightVec4, bool coop) const {
     const int64_t og = g.o / g.groups;
     GemmTile t;
     t.weightVec4 = weightVec4;
+    if (coop) {
+      t = kGemmCoopTile;
+      t.weightVec4 = weightVec4;
+      return t;
+    }
     if (weightVec4 && g.kh * g.kw > 1) {
       t.bk = 16;  // half the barriers; with scalar weights or 1x1 kernels measured slower
       return t;
@@ -386,7 +401,9 @@ class Conv final : public KernelTemplate {
     const uint64_t vectorBytes = 4 * dtypeSize(in[1].desc.dtype);
     const bool weightVec4 =
         !transposed_ && (cg * g.kh * g.kw) % 4 == 0 && in[1].buffer->deviceAddress() % vectorBytes == 0;
-    const GemmTile tile = gemmTile(g, pixels, units, weightVec4);
+    const DeviceFeatures* features = r.features();
+    const bool coop = features && features->coopMatrixF16 && in[0].desc.dtype == DType::F16;
+    const GemmTile tile = gemmTile(g, pixels, units, weightVec4, coop);
     ConvGemmPush push{};
     push.y = out.buffer->deviceAddress();
     push.x = in[0].buffer->deviceAddress();
@@ -430,6 +447,13 @@ class Conv final : public KernelTemplate {
       for (bool v : {false, true}) all.push_back(&gemmSource(dtype, {64, bn, 8, v}));
     }
     all.push_back(&gemmSource(dtype, {64, 64, 16, true}));
+    if (dtype == DType::F16) {
+      for (bool v : {false, true}) {
+        GemmTile t = kGemmCoopTile;
+        t.weightVec4 = v;
+        all.push_back(&gemmSource(dtype, t));
+      }
+    }
     return all;
   }
 

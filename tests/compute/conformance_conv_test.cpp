@@ -140,46 +140,65 @@ TEST_F(ConvConformanceTest, Conv2dHalfAndBfloat) {
 }
 
 // Shapes with at least 16 output channels per group and 16 products per
-// output run as an implicit GEMM (conv_gemm.comp), the others on the direct
+// output run as an implicit GEMM (conv_gemm.comp; in f16 on a device with
+// cooperative matrices, conv_gemm_coop.comp), the others on the direct
 // kernel; these cover the GEMM's paths: padding, stride, dilation, groups,
 // tiles cut by the channel and pixel counts, batches, bias or none, weights
 // loaded as vectors (K a multiple of 4) or not, and both tile widths
 // template_conv.cpp picks.
-TEST_F(ConvConformanceTest, Conv2dImplicitGemm) {
+namespace {
+
+std::vector<ConvCase> implicitGemmCases(DType dtype) {
   using A = Conv2dArgs;
-  const ConvCase cases[] = {
-      {{2, 3, 9, 7}, {16, 3, 3, 3}, A{.padding = {1, 1}}, true},                        // 126 pixels, K = 27
-      {{2, 4, 11, 10}, {20, 4, 3, 2}, A{.stride = {2, 1}, .padding = {1, 0}, .dilation = {2, 3}}, false},
-      {{1, 6, 8, 8}, {34, 3, 3, 3}, A{.stride = {1, 2}, .padding = {2, 1}, .groups = 2}, true},  // 17 per group
-      {{3, 32, 5, 5}, {24, 32, 1, 1}, A{.stride = {2, 2}}, false},                      // 1x1, stride
-      {{1, 5, 4, 4}, {16, 5, 4, 4}, A{.padding = {3, 3}, .dilation = {2, 2}}, true},    // taps mostly in the padding
-      {{2, 8, 9, 9}, {70, 4, 3, 3}, A{.padding = {1, 1}, .groups = 2}, true},           // 35 per group: tiles cut
-      {{1, 16, 7, 7}, {130, 16, 2, 2}, A{}, true},                                      // 130 channels, 2 tile rows
-      {{2, 16, 80, 80}, {256, 16, 1, 1}, A{}, false},                                   // 128-pixel tiles
-      {{1, 96, 34, 34}, {1536, 2, 3, 3}, A{.groups = 48}, true},  // ... in 48 groups, K = 18: scalar weights
+  return {
+      {{2, 3, 9, 7}, {16, 3, 3, 3}, A{.padding = {1, 1}}, true, dtype},                        // 126 pixels, K = 27
+      {{2, 4, 11, 10}, {20, 4, 3, 2}, A{.stride = {2, 1}, .padding = {1, 0}, .dilation = {2, 3}}, false, dtype},
+      {{1, 6, 8, 8}, {34, 3, 3, 3}, A{.stride = {1, 2}, .padding = {2, 1}, .groups = 2}, true, dtype},  // 17 per group
+      {{3, 32, 5, 5}, {24, 32, 1, 1}, A{.stride = {2, 2}}, false, dtype},                      // 1x1, stride
+      {{1, 5, 4, 4}, {16, 5, 4, 4}, A{.padding = {3, 3}, .dilation = {2, 2}}, true, dtype},    // taps mostly in the padding
+      {{2, 8, 9, 9}, {70, 4, 3, 3}, A{.padding = {1, 1}, .groups = 2}, true, dtype},           // 35 per group: tiles cut
+      {{1, 16, 7, 7}, {130, 16, 2, 2}, A{}, true, dtype},                                      // 130 channels, 2 tile rows
+      {{2, 16, 80, 80}, {256, 16, 1, 1}, A{}, false, dtype},                                   // 128-pixel tiles
+      {{1, 96, 34, 34}, {1536, 2, 3, 3}, A{.groups = 48}, true, dtype},  // ... in 48 groups, K = 18: scalar weights
+      {{2, 40, 9, 11}, {64, 40, 3, 3}, A{.padding = {1, 1}}, true, dtype},  // K = 360: many K steps, a partial last one
   };
-  for (const auto& k : cases) checkConv(k, false);
+}
+
+std::vector<ConvCase> implicitGemmTransposedCases(DType dtype) {
+  using A = Conv2dArgs;
+  return {
+      {{2, 8, 5, 4}, {8, 16, 3, 3}, A{.padding = {1, 1}}, true, dtype},  // stride 1: one phase
+      {{1, 8, 5, 6}, {8, 20, 3, 3}, A{.stride = {2, 2}, .padding = {1, 1}, .outputPadding = {1, 1}}, false, dtype},
+      {{2, 16, 4, 5}, {16, 16, 3, 4},
+       A{.stride = {3, 2}, .padding = {1, 0}, .dilation = {2, 1}, .outputPadding = {1, 1}, .groups = 2}, true, dtype},
+      {{1, 64, 4, 4}, {64, 16, 1, 1}, A{.stride = {2, 2}}, true, dtype},  // phases no tap reaches: the bias alone
+      {{1, 16, 6, 6}, {16, 17, 3, 3}, A{.padding = {2, 2}}, false, dtype},  // padding past the kernel's reach
+      {{2, 18, 4, 3}, {18, 16, 4, 4}, A{.stride = {2, 2}, .padding = {1, 1}}, true, dtype},  // the usual 2x upsampler
+  };
+}
+
+}  // namespace
+
+TEST_F(ConvConformanceTest, Conv2dImplicitGemm) {
+  for (const auto& k : implicitGemmCases(DType::F32)) checkConv(k, false);
   checkConv({{2, 8, 6, 7}, {32, 4, 3, 3}, {.stride = {2, 1}, .padding = {1, 1}, .groups = 2}, true, DType::F16},
             false);
   checkConv({{1, 6, 9, 5}, {18, 6, 2, 3}, {.padding = {1, 0}, .dilation = {2, 1}}, false, DType::BF16}, false);
 }
 
 TEST_F(ConvConformanceTest, ConvTranspose2dImplicitGemm) {
-  using A = Conv2dArgs;
-  const ConvCase cases[] = {
-      {{2, 8, 5, 4}, {8, 16, 3, 3}, A{.padding = {1, 1}}, true},  // stride 1: one phase
-      {{1, 8, 5, 6}, {8, 20, 3, 3}, A{.stride = {2, 2}, .padding = {1, 1}, .outputPadding = {1, 1}}, false},
-      {{2, 16, 4, 5}, {16, 16, 3, 4},
-       A{.stride = {3, 2}, .padding = {1, 0}, .dilation = {2, 1}, .outputPadding = {1, 1}, .groups = 2}, true},
-      {{1, 64, 4, 4}, {64, 16, 1, 1}, A{.stride = {2, 2}}, true},  // phases no tap reaches: the bias alone
-      {{1, 16, 6, 6}, {16, 17, 3, 3}, A{.padding = {2, 2}}, false},  // padding past the kernel's reach
-      {{2, 18, 4, 3}, {18, 16, 4, 4}, A{.stride = {2, 2}, .padding = {1, 1}}, true},  // the usual 2x upsampler
-  };
-  for (const auto& k : cases) checkConv(k, true);
+  for (const auto& k : implicitGemmTransposedCases(DType::F32)) checkConv(k, true);
   checkConv({{1, 8, 4, 3}, {8, 16, 3, 3}, {.stride = {2, 2}, .padding = {1, 1}, .outputPadding = {1, 0}}, true,
              DType::F16},
             true);
   checkConv({{2, 8, 3, 3}, {8, 16, 2, 2}, {.stride = {1, 1}}, false, DType::BF16}, true);
+}
+
+// The same shapes in f16: on a device with cooperative matrices they run on
+// tensor cores (conv_gemm_coop.comp), elsewhere on conv_gemm.comp.
+TEST_F(ConvConformanceTest, Conv2dImplicitGemmHalf) {
+  for (const auto& k : implicitGemmCases(DType::F16)) checkConv(k, false);
+  for (const auto& k : implicitGemmTransposedCases(DType::F16)) checkConv(k, true);
 }
 
 TEST_F(ConvConformanceTest, Conv2dKnownValuesAndAttrForms) {
