@@ -1,10 +1,10 @@
-# Writes OUTPUT: a C++ file defining kernelFile(name) over every .comp file
+# Writes OUTPUT: a C++ file defining embeddedKernelFile(name) over every .comp file
 # in KERNEL_DIR, each as a raw string literal. Run with cmake -P.
 file(GLOB kernels "${KERNEL_DIR}/*.comp" "${KERNEL_DIR}/*.glsl")
 list(SORT kernels)
 set(body "// Generated from compute/kernels/ by cmake/embed_kernels.cmake; do not edit.\n")
 string(APPEND body "#include <stdexcept>\n#include <string>\n#include \"compute/glsl.h\"\n\n")
-string(APPEND body "namespace tensord::compute {\n\nstd::string_view kernelFile(std::string_view name) {\n")
+string(APPEND body "namespace tensord::compute {\n\nstd::string_view embeddedKernelFile(std::string_view name) {\n")
 foreach(kernel IN LISTS kernels)
   get_filename_component(name "${kernel}" NAME)
   file(READ "${kernel}" text)

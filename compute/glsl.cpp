@@ -2,7 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <map>
+#include <mutex>
 #include <sstream>
 
 namespace tensord::compute {
@@ -168,6 +172,20 @@ std::string GlslBuilder::build(std::string_view body) const {
   s += "#line 1\n";
   s += body;
   return s;
+}
+
+std::string_view kernelFile(std::string_view name) {
+  static const char* dir = std::getenv("TENSORD_KERNEL_DIR");
+  if (dir == nullptr || *dir == '\0') return embeddedKernelFile(name);
+  static std::mutex mu;
+  static std::map<std::string, std::string, std::less<>> read;  // never erased: callers keep views
+  std::lock_guard lock(mu);
+  if (auto it = read.find(name); it != read.end()) return it->second;
+  std::ifstream in(std::string(dir) + "/" + std::string(name), std::ios::binary);
+  if (!in) return embeddedKernelFile(name);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return read.emplace(std::string(name), text.str()).first->second;
 }
 
 }  // namespace tensord::compute

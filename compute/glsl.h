@@ -58,8 +58,13 @@ class GlslBuilder {
 };
 
 // The source of a kernel file from compute/kernels/ ("elementwise.comp"),
-// embedded at build time. Throws std::logic_error for an unknown name.
+// embedded at build time. Where the environment variable TENSORD_KERNEL_DIR
+// names a directory, a file of that name there is read instead (once, then
+// kept): kernels can be tried on another machine without a rebuild. Throws
+// std::logic_error for an unknown name.
 std::string_view kernelFile(std::string_view name);
+// The copy embedded at build time.
+std::string_view embeddedKernelFile(std::string_view name);
 
 // Kernel sources generated on demand and kept for the life of the template
 // (the kernel cache keys pipelines by KernelSource address). Thread-safe.

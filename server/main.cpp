@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -152,5 +153,8 @@ int main(int argc, char** argv) {
   log->info("tensord {} starting (config {}, state {}, cache {})", TENSORD_VERSION, configPath.string(),
             config.stateDir.string(), config.cacheDir.string());
   log->info("{}", describePolicy(config, *policy));
+  if (const char* dir = std::getenv("TENSORD_KERNEL_DIR"); dir != nullptr && *dir != '\0') {
+    log->warn("TENSORD_KERNEL_DIR is set: kernel files in {} replace the built-in ones", dir);
+  }
   return runDaemon(config, std::filesystem::absolute(configPath), log, std::move(policy));
 }
