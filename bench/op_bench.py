@@ -64,6 +64,7 @@ def torch_cases():
         "layer_norm_8192x1024": ((lambda a: torch.nn.functional.layer_norm(a, (1024,))), lambda: (torch.randn(8192, 1024, device="cuda"),), 2 * 4 * 8192 * 1024, 0),
         **{f"matmul_f32_{n}": mm(n, n, n) for n in (1024, 2048, 4096, 8192, 4095)},
         **{f"matmul_f16_{n}": mm(n, n, n, f16) for n in (2048, 4096, 8192)},
+        "matmul_f16_64x576x100352": mm(64, 576, 100352, f16),
         "matmul_bf16_4096": mm(4096, 4096, 4096, torch.bfloat16),
         "matmul_f32_256x65536x256": mm(256, 65536, 256),
         "linear_f32_8192x4096x4096": ((lambda x, w, b: torch.nn.functional.linear(x, w, b)), lambda: (torch.randn(8192, 4096, device="cuda"), torch.randn(4096, 4096, device="cuda"), torch.randn(4096, device="cuda")), 0, 2 * 8192 * 4096 * 4096),

@@ -17,6 +17,13 @@
 // to step. The epilogue passes each fragment through shared memory so every
 // store of a subgroup writes 16 consecutive pixels of two channels; where
 // each pixel goes in y is worked out once per tile (Ypix).
+//
+// TAP_MAJOR (a conv whose input channels per group are a multiple of BK):
+// K runs over the taps, and inside a tap over the channels, so a K step is
+// BK channels at one tap. A pixel's bounds test and address are then worked
+// out once per step, and its BK / 4 loads each add one channel stride; each
+// invocation gathers two adjacent pixels per channel and stores them as one
+// 32-bit word. Both tiles are then kept as pairs of halves (uints).
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_NV_cooperative_matrix : require
@@ -44,13 +51,35 @@ const uint LB = BN / TPR;                         // X elements ...
 const uint AS = BK + 8u, BS = BN + 8u;            // row strides (halves) of the shared tiles
 const uint ATILE = BM * AS, BTILE = BK * BS;
 
+#ifdef TAP_MAJOR
+const uint UNIT = 2u;                   // halves per element of the shared tiles
+const uint PAIRS = BN / 2u;             // pixel pairs of a tile row
+const uint CPT = BK / (256u / PAIRS);   // channels each invocation gathers per step
+const uint LAP = BM * BK / 2u / 256u;   // weight pairs each invocation loads per step
+shared uint As[2u * ATILE / 2u];
+shared uint Bs[2u * BTILE / 2u];
+uint pa[LAP], pb[CPT];                  // the next K tile, on its way to shared memory
+int th, tw, c0;                         // the tap and first channel of the K step fetched next
+int pbase[2], prow[2], pcol[2];         // this invocation's two pixels, as below
+#else
+const uint UNIT = 1u;
 shared float16_t As[2u * ATILE];
 shared float16_t Bs[2u * BTILE];
+float16_t pb[LB];
+#endif
+#ifdef TAP_MAJOR
+// One 16x16 f32 fragment per subgroup on its way out, in As (free by then;
+// BM * (BK + 8) / 2 words: at least 256 per subgroup for the tiles used).
+#define Cs As
+#define CS_LOAD(i) uintBitsToFloat(As[i])
+#else
 shared float Cs[8u * 256u];  // one 16x16 fragment per subgroup on its way out
+#define CS_LOAD(i) Cs[i]
+#endif
 shared int Ypix[BN];         // where each pixel of the tile goes in y (channel 0 of the group), -1 past the end
-float16_t pb[LB];            // the next K tile, on its way to shared memory
 
-#ifdef WEIGHT_VEC4
+#if defined(TAP_MAJOR)
+#elif defined(WEIGHT_VEC4)
 // Weight rows contiguous along k, K a multiple of 4, an aligned weight: the
 // W tile moves as 4-element vectors (wholly inside or outside a row).
 layout(buffer_reference, std430, buffer_reference_align = 8) buffer Vec4s { f16vec4 v[]; };
@@ -66,6 +95,7 @@ float16_t pa[LA];
 int H, W, HW, OG, K, WSO, WCI, KW;
 int KHP, KWP, BH, MH, BW, MW, WH0, WSH, WW0, WSW;
 uint xg, wg;  // the group's first input element and weight
+#ifndef TAP_MAJOR
 // k = (ci * KHP + th) * KWP + tw of the two k's this invocation loads, and
 // the step that carries them BK further.
 ivec3 ka, kb, kstep;
@@ -73,7 +103,50 @@ int kaIdx, kbIdx;
 // The pixels of the X tile this invocation gathers: the input element of
 // tap (0, 0) of channel 0 (may lie outside), its row and column.
 int pbase[LB], prow[LB], pcol[LB];
+#endif
 
+#ifdef TAP_MAJOR
+void fetch(uint o0, uint k0, uint t) {
+  const int dh = BH + th * MH, dw = BW + tw * MW;
+  const uint woff = wg + uint(c0 * WCI + (WH0 + th * WSH) * KW + WW0 + tw * WSW);
+  [[unroll]] for (uint j = 0u; j < LAP; ++j) {
+    const uint idx = t + 256u * j, o = o0 + idx / (BK / 2u), at = woff + (idx % (BK / 2u)) * 2u * uint(WCI);
+    f16vec2 v = f16vec2(0.0);
+    if (o < uint(OG)) v = f16vec2(p.w.v[at + o * uint(WSO)], p.w.v[at + o * uint(WSO) + uint(WCI)]);
+    pa[j] = packFloat2x16(v);
+  }
+  const int c = c0 + int((t / PAIRS) * CPT);
+  bool inside[2];
+  int at[2];
+  [[unroll]] for (uint e = 0u; e < 2u; ++e) {
+    inside[e] = uint(prow[e] + dh) < uint(H) && uint(pcol[e] + dw) < uint(W);
+    at[e] = int(xg) + pbase[e] + dh * W + dw + c * HW;
+  }
+  [[unroll]] for (uint i = 0u; i < CPT; ++i) {
+    f16vec2 v = f16vec2(0.0);
+    if (inside[0]) v.x = p.x.v[uint(at[0] + int(i) * HW)];
+    if (inside[1]) v.y = p.x.v[uint(at[1] + int(i) * HW)];
+    pb[i] = packFloat2x16(v);
+  }
+  c0 += int(BK);
+  if (c0 >= K / (KHP * KWP)) {
+    c0 = 0;
+    if (++tw == KWP) {
+      tw = 0;
+      ++th;
+    }
+  }
+}
+
+void stash(uint buf, uint t) {
+  [[unroll]] for (uint j = 0u; j < LAP; ++j) {
+    const uint idx = t + 256u * j;
+    As[(buf * ATILE + (idx / (BK / 2u)) * AS) / 2u + idx % (BK / 2u)] = pa[j];
+  }
+  const uint at = (buf * BTILE + (t / PAIRS) * CPT * BS) / 2u + t % PAIRS;
+  [[unroll]] for (uint i = 0u; i < CPT; ++i) Bs[at + i * (BS / 2u)] = pb[i];
+}
+#else
 ivec3 decompose(int k) {
   const int taps = KHP * KWP;
   const int ci = k / taps, r = k - ci * taps;
@@ -142,6 +215,7 @@ void stash(uint buf, uint t) {
   const uint at = buf * BTILE + (t / TPR) * BS + t % TPR;
   [[unroll]] for (uint j = 0u; j < LB; ++j) Bs[at + TPR * j] = pb[j];
 }
+#endif
 
 void main() {
   const int N = MI(0), C = MI(1), O = MI(4), OH = MI(5), OW = MI(6), G = MI(7), CG = MI(8);
@@ -163,22 +237,29 @@ void main() {
     if (pixels == 0u) continue;
     xg = uint(g * CG) * uint(HW);
     wg = uint(g * WG);
+#ifndef TAP_MAJOR
     kstep = K > 0 ? decompose(int(BK)) : ivec3(0);
+#endif
     const uint kTiles = (uint(K) + BK - 1u) / BK;
     for (uint o0 = gl_WorkGroupID.y * BM; o0 < uint(OG); o0 += gl_NumWorkGroups.y * BM) {
       for (uint m0 = gl_WorkGroupID.x * BN; m0 < pixels; m0 += gl_NumWorkGroups.x * BN) {
-        [[unroll]] for (uint j = 0u; j < LB; ++j) {
-          const uint m = m0 + t % TPR + TPR * j;
+#ifdef TAP_MAJOR
+        [[unroll]] for (uint e = 0u; e < 2u; ++e) {
+          const uint m = m0 + (t % PAIRS) * 2u + e;
+#else
+        [[unroll]] for (uint e = 0u; e < LB; ++e) {
+          const uint m = m0 + t % TPR + TPR * e;
+#endif
           if (m < pixels) {
             const int n = int(m) / plane, r = int(m) - n * plane;
             const int i = r / OWP, jj = r - i * OWP;
-            prow[j] = i * ISH - IPH;
-            pcol[j] = jj * ISW - IPW;
-            pbase[j] = n * C * HW + prow[j] * W + pcol[j];
+            prow[e] = i * ISH - IPH;
+            pcol[e] = jj * ISW - IPW;
+            pbase[e] = n * C * HW + prow[e] * W + pcol[e];
           } else {
-            prow[j] = -0x20000000;  // outside for every tap
-            pcol[j] = 0;
-            pbase[j] = 0;
+            prow[e] = -0x20000000;  // outside for every tap
+            pcol[e] = 0;
+            pbase[e] = 0;
           }
         }
         for (uint c = t; c < BN; c += 256u) {
@@ -187,12 +268,16 @@ void main() {
           const int i = r / OWP, jj = r - i * OWP;
           Ypix[c] = m < pixels ? (n * O + g * OG) * OH * OW + (RH + OSH * i) * OW + RW + OSW * jj : -1;
         }
+#ifdef TAP_MAJOR
+        th = 0, tw = 0, c0 = 0;
+#else
         kaIdx = int(t % BK);
         kbIdx = int(t / TPR);
         if (K > 0) {
           ka = decompose(kaIdx);
           kb = decompose(kbIdx);
         }
+#endif
         FragAcc acc[FM][FN];
         [[unroll]] for (uint i = 0u; i < FM; ++i) {
           [[unroll]] for (uint j = 0u; j < FN; ++j) acc[i][j] = FragAcc(0.0);
@@ -209,10 +294,10 @@ void main() {
           [[unroll]] for (uint kk = 0u; kk < BK; kk += 16u) {
             FragH fa[FM], fb[FN];
             [[unroll]] for (uint i = 0u; i < FM; ++i) {
-              coopMatLoadNV(fa[i], As, cur * ATILE + (wm + 16u * i) * AS + kk, AS, false);
+              coopMatLoadNV(fa[i], As, (cur * ATILE + (wm + 16u * i) * AS + kk) / UNIT, AS / UNIT, false);
             }
             [[unroll]] for (uint j = 0u; j < FN; ++j) {
-              coopMatLoadNV(fb[j], Bs, cur * BTILE + kk * BS + wn + 16u * j, BS, false);
+              coopMatLoadNV(fb[j], Bs, (cur * BTILE + kk * BS + wn + 16u * j) / UNIT, BS / UNIT, false);
             }
             [[unroll]] for (uint i = 0u; i < FM; ++i) {
               [[unroll]] for (uint j = 0u; j < FN; ++j) acc[i][j] = coopMatMulAddNV(fa[i], fb[j], acc[i][j]);
@@ -233,7 +318,7 @@ void main() {
             [[unroll]] for (uint e = 0u; e < 8u; ++e) {
               const uint row = row0 + 2u * e, o = o0 + wm + 16u * i + row;
               if (at < 0 || o >= uint(OG)) continue;
-              float v = Cs[frag + row * 16u + col];
+              float v = CS_LOAD(frag + row * 16u + col);
               if (hasBias) v += LOAD_b(uint(g * OG) + o);
               STORE_y(uint(at) + o * uint(OH * OW), v);
             }

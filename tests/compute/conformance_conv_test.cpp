@@ -161,6 +161,9 @@ std::vector<ConvCase> implicitGemmCases(DType dtype) {
       {{2, 16, 80, 80}, {256, 16, 1, 1}, A{}, false, dtype},                                   // 128-pixel tiles
       {{1, 96, 34, 34}, {1536, 2, 3, 3}, A{.groups = 48}, true, dtype},  // ... in 48 groups, K = 18: scalar weights
       {{2, 40, 9, 11}, {64, 40, 3, 3}, A{.padding = {1, 1}}, true, dtype},  // K = 360: many K steps, a partial last one
+      // 32 and 64 input channels per group: the tensor-core kernel's K runs over taps, then channels
+      {{2, 64, 9, 11}, {40, 64, 3, 3}, A{.stride = {1, 2}, .padding = {1, 1}}, true, dtype},
+      {{1, 64, 7, 7}, {34, 32, 3, 3}, A{.padding = {2, 1}, .dilation = {2, 2}, .groups = 2}, false, dtype},
   };
 }
 
