@@ -141,31 +141,81 @@ std::string productsStr(const std::vector<vk::CooperativeMatrixPropertiesNV>& pr
   return s.empty() ? "none" : s;
 }
 
-// Whether the device runs kernels/matmul_coop.comp: its 16x16x16 f16 product
-// into f32, on the 32-wide subgroups the kernel's tiling assumes, with the
-// shader features glslang's cooperative matrix SPIR-V declares.
-bool coopMatrixF16Usable(const vk::raii::PhysicalDevice& pd) {
+// VK_KHR_cooperative_matrix, which Debian 12's Vulkan headers (1.3.239)
+// predate: its name, feature and product structures, from the registry.
+constexpr const char* kCoopKhrExtension = "VK_KHR_cooperative_matrix";
+struct CoopFeaturesKhr {
+  VkStructureType sType = VkStructureType(1000506000);
+  void* pNext = nullptr;
+  VkBool32 cooperativeMatrix = VK_FALSE;
+  VkBool32 cooperativeMatrixRobustBufferAccess = VK_FALSE;
+};
+struct CoopProductKhr {
+  VkStructureType sType = VkStructureType(1000506001);
+  void* pNext = nullptr;
+  uint32_t MSize = 0, NSize = 0, KSize = 0;
+  VkComponentTypeNV AType{}, BType{}, CType{}, ResultType{};  // the KHR enum has the same values
+  VkBool32 saturatingAccumulation = VK_FALSE;
+  VkScopeNV scope{};
+};
+using GetCoopProductsKhr = VkResult(VKAPI_PTR*)(VkPhysicalDevice, uint32_t*, CoopProductKhr*);
+
+bool isF16Product(uint32_t m, uint32_t n, uint32_t k, VkComponentTypeNV a, VkComponentTypeNV b, VkComponentTypeNV c,
+                  VkComponentTypeNV d, VkScopeNV scope) {
+  return m == 16 && n == 16 && k == 16 && a == VK_COMPONENT_TYPE_FLOAT16_NV && b == VK_COMPONENT_TYPE_FLOAT16_NV &&
+         c == VK_COMPONENT_TYPE_FLOAT32_NV && d == VK_COMPONENT_TYPE_FLOAT32_NV && scope == VK_SCOPE_SUBGROUP_NV;
+}
+
+// Whether the NV extension offers the 16x16x16 f16 product into f32.
+bool coopNvUsable(const vk::raii::PhysicalDevice& pd) {
   auto products = coopMatrixProducts(pd);
   bool product = std::any_of(products.begin(), products.end(), [](const vk::CooperativeMatrixPropertiesNV& p) {
-    using C = vk::ComponentTypeNV;
-    return p.MSize == 16 && p.NSize == 16 && p.KSize == 16 && p.AType == C::eFloat16 && p.BType == C::eFloat16 &&
-           p.CType == C::eFloat32 && p.DType == C::eFloat32 && p.scope == vk::ScopeNV::eSubgroup;
+    return isF16Product(p.MSize, p.NSize, p.KSize, VkComponentTypeNV(p.AType), VkComponentTypeNV(p.BType),
+                        VkComponentTypeNV(p.CType), VkComponentTypeNV(p.DType), VkScopeNV(p.scope));
   });
   if (!product) return false;
-  auto features = pd.getFeatures2<vk::PhysicalDeviceFeatures2, vk::PhysicalDeviceVulkan12Features,
-                                  vk::PhysicalDeviceCooperativeMatrixFeaturesNV>();
+  return pd.getFeatures2<vk::PhysicalDeviceFeatures2, vk::PhysicalDeviceCooperativeMatrixFeaturesNV>()
+      .get<vk::PhysicalDeviceCooperativeMatrixFeaturesNV>()
+      .cooperativeMatrix;
+}
+
+// ... and whether the KHR extension does.
+bool coopKhrUsable(const vk::raii::Instance& instance, const vk::raii::PhysicalDevice& pd) {
+  if (!hasExtension(pd, kCoopKhrExtension)) return false;
+  auto get = reinterpret_cast<GetCoopProductsKhr>(instance.getProcAddr("vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR"));
+  if (get == nullptr) return false;
+  uint32_t n = 0;
+  if (get(*pd, &n, nullptr) != VK_SUCCESS) return false;
+  std::vector<CoopProductKhr> products(n);
+  if (get(*pd, &n, products.data()) != VK_SUCCESS) return false;
+  products.resize(n);
+  bool product = std::any_of(products.begin(), products.end(), [](const CoopProductKhr& p) {
+    return isF16Product(p.MSize, p.NSize, p.KSize, p.AType, p.BType, p.CType, p.ResultType, p.scope);
+  });
+  if (!product) return false;
+  CoopFeaturesKhr coop;
+  VkPhysicalDeviceFeatures2 features{.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &coop};
+  pd.getDispatcher()->vkGetPhysicalDeviceFeatures2(*pd, &features);
+  return coop.cooperativeMatrix;
+}
+
+// Whether the device can run kernels/matmul_coop.comp and conv_gemm_coop.comp
+// at all: the 32-wide subgroups their tiling assumes and the shader features
+// their SPIR-V declares.
+bool coopShadersUsable(const vk::raii::PhysicalDevice& pd) {
+  auto features = pd.getFeatures2<vk::PhysicalDeviceFeatures2, vk::PhysicalDeviceVulkan12Features>();
   const auto& have12 = features.get<vk::PhysicalDeviceVulkan12Features>();
   auto props = pd.getProperties2<vk::PhysicalDeviceProperties2, vk::PhysicalDeviceVulkan11Properties>();
   const auto& p11 = props.get<vk::PhysicalDeviceVulkan11Properties>();
-  return features.get<vk::PhysicalDeviceCooperativeMatrixFeaturesNV>().cooperativeMatrix && have12.shaderFloat16 &&
-         have12.vulkanMemoryModel && p11.subgroupSize == 32 &&
+  return have12.shaderFloat16 && have12.vulkanMemoryModel && p11.subgroupSize == 32 &&
          (p11.subgroupSupportedStages & vk::ShaderStageFlagBits::eCompute);
 }
 
 // Turns on what the kernels use where the device has it: 64-bit integers,
 // 8/16-bit storage (f16, bf16, u8, bool tensors), float atomics and
 // cooperative matrices (f16 matmul).
-vk::raii::Device makeDevice(const vk::raii::PhysicalDevice& pd, uint32_t family, DeviceFeatures* enabled) {
+vk::raii::Device makeDevice(const vk::raii::Instance& instance, const vk::raii::PhysicalDevice& pd, uint32_t family,
+                            DeviceFeatures* enabled) {
   float priority = 1.0f;
   vk::DeviceQueueCreateInfo queueInfo{.queueFamilyIndex = family, .queueCount = 1, .pQueuePriorities = &priority};
   auto available = pd.getFeatures2<vk::PhysicalDeviceFeatures2, vk::PhysicalDeviceVulkan11Features,
@@ -176,9 +226,17 @@ vk::raii::Device makeDevice(const vk::raii::PhysicalDevice& pd, uint32_t family,
   enabled->int64 = have.shaderInt64;
   enabled->storage16 = have11.storageBuffer16BitAccess;
   enabled->storage8 = have12.storageBuffer8BitAccess;
-  enabled->coopMatrixF16 = enabled->storage16 && coopMatrixF16Usable(pd);
+  const bool shaders = enabled->storage16 && coopShadersUsable(pd);
+  const bool nv = shaders && coopNvUsable(pd), khr = shaders && coopKhrUsable(instance, pd);
+  const char* choice = std::getenv("TENSORD_COOPERATIVE_MATRIX");
+  enabled->coopMatrixKhr = khr && !(nv && choice != nullptr && std::string_view(choice) == "nv");
+  enabled->coopMatrixF16 = nv || khr;
   bool coop = enabled->coopMatrixF16;
-  vk::PhysicalDeviceCooperativeMatrixFeaturesNV coopFeatures{.cooperativeMatrix = true};
+  vk::PhysicalDeviceCooperativeMatrixFeaturesNV coopFeaturesNv{.cooperativeMatrix = true};
+  CoopFeaturesKhr coopFeaturesKhr{.cooperativeMatrix = VK_TRUE};
+  void* coopFeatures = !coop ? nullptr
+                       : enabled->coopMatrixKhr ? static_cast<void*>(&coopFeaturesKhr)
+                                                : static_cast<void*>(&coopFeaturesNv);
   // Robust buffer access for user kernels' descriptors (built-in kernels use
   // device addresses, which it does not cover, and pay nothing for it).
   enabled->pushDescriptors = hasExtension(pd, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
@@ -187,7 +245,7 @@ vk::raii::Device makeDevice(const vk::raii::PhysicalDevice& pd, uint32_t family,
     enabled->robustBufferAccess2 = have.robustBufferAccess &&
                                    robust.get<vk::PhysicalDeviceRobustness2FeaturesEXT>().robustBufferAccess2;
   }
-  vk::PhysicalDeviceRobustness2FeaturesEXT robust2{.pNext = coop ? &coopFeatures : nullptr,
+  vk::PhysicalDeviceRobustness2FeaturesEXT robust2{.pNext = coopFeatures,
                                                    .robustBufferAccess2 = enabled->robustBufferAccess2};
   // Only chained with its extension enabled.
   void* afterV12 = enabled->robustBufferAccess2 ? static_cast<void*>(&robust2) : robust2.pNext;
@@ -201,7 +259,7 @@ vk::raii::Device makeDevice(const vk::raii::PhysicalDevice& pd, uint32_t family,
   features.features.shaderInt64 = enabled->int64;
   features.features.robustBufferAccess = have.robustBufferAccess;
   std::vector<const char*> extensions;
-  if (coop) extensions.push_back(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+  if (coop) extensions.push_back(enabled->coopMatrixKhr ? kCoopKhrExtension : VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
   if (enabled->pushDescriptors) extensions.push_back(VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
   if (enabled->robustBufferAccess2) extensions.push_back(VK_EXT_ROBUSTNESS_2_EXTENSION_NAME);
   vk::DeviceCreateInfo info{.pNext = &features,
@@ -218,7 +276,7 @@ Device::Device(const std::string& selector, spdlog::logger& log)
     : instance_(makeInstance(context_)),
       physical_(choose(instance_, selector)),
       queueFamily_(computeQueueFamily(physical_)),
-      device_(makeDevice(physical_, queueFamily_, &info_.features)),
+      device_(makeDevice(instance_, physical_, queueFamily_, &info_.features)),
       queue_(device_, queueFamily_, 0) {
   auto props = physical_.getProperties2<vk::PhysicalDeviceProperties2, vk::PhysicalDeviceDriverProperties>();
   const auto& p = props.get<vk::PhysicalDeviceProperties2>().properties;
@@ -244,7 +302,8 @@ Device::Device(const std::string& selector, spdlog::logger& log)
   log.info("vulkan device: {} ({}, {}, Vulkan {}, {} MiB device-local; int64 {}, 16-bit storage {}, 8-bit storage {}, "
            "f16 cooperative matrix {})",
            info_.name, info_.kind, info_.driver, info_.apiVersion, info_.memoryBytes >> 20, info_.features.int64,
-           info_.features.storage16, info_.features.storage8, info_.features.coopMatrixF16);
+           info_.features.storage16, info_.features.storage8,
+           !info_.features.coopMatrixF16 ? "no" : info_.features.coopMatrixKhr ? "KHR" : "NV");
   if (hasExtension(physical_, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME)) {
     log.info("cooperative matrix products: {}", productsStr(coopMatrixProducts(physical_)));
   }

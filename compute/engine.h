@@ -65,10 +65,15 @@ struct DeviceFeatures {
   bool int64 = false;      // shaderInt64: i64 tensors
   bool storage16 = false;  // storageBuffer16BitAccess: f16 and bf16 tensors
   bool storage8 = false;   // storageBuffer8BitAccess: u8 and bool tensors
-  // VK_NV_cooperative_matrix with a subgroup-scope 16x16x16 product of f16
-  // A/B into f32 C/D on 32-wide subgroups, plus shaderFloat16 and the Vulkan
-  // memory model its shaders need: f16 matmul on tensor cores.
+  // VK_KHR_cooperative_matrix or VK_NV_cooperative_matrix with a
+  // subgroup-scope 16x16x16 product of f16 A/B into f32 C/D on 32-wide
+  // subgroups, plus shaderFloat16 and the Vulkan memory model its shaders
+  // need: f16 matmul and conv on tensor cores.
   bool coopMatrixF16 = false;
+  // ... through the KHR extension: the kernels' SPIR-V (glslang emits the NV
+  // one) is rewritten for it when the pipeline is made (spirv_coop.h).
+  // Preferred where both exist; TENSORD_COOPERATIVE_MATRIX=nv picks NV.
+  bool coopMatrixKhr = false;
   // User kernels (user_kernels.h) bind descriptors with VK_KHR_push_descriptor
   // and need VK_EXT_robustness2's robustBufferAccess2 (with robustBufferAccess):
   // an out-of-range access then stays inside the bound range of one tensor.

@@ -10,6 +10,7 @@
 #include <iterator>
 
 #include "compute/device.h"
+#include "compute/spirv_coop.h"
 
 namespace tensord::compute {
 namespace fs = std::filesystem;
@@ -164,6 +165,7 @@ const vk::raii::Pipeline& KernelCache::pipeline(const KernelSource& source) {
   auto& slot = pipelines_[&source];
   if (slot) return *slot;
   auto words = spirv(source);
+  if (device_.info().features.coopMatrixKhr && usesNvCooperativeMatrix(words)) words = nvToKhrCooperativeMatrix(words);
   vk::raii::ShaderModule module(device_.device(), {.codeSize = words.size() * 4, .pCode = words.data()});
   vk::ComputePipelineCreateInfo info{
       .stage = {.stage = vk::ShaderStageFlagBits::eCompute, .module = *module, .pName = "main"},

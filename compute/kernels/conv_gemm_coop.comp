@@ -40,7 +40,11 @@ layout(push_constant) uniform Push {
 #define MI(k) int(p.meta.v[k])
 
 const int kScope = 3;  // gl_ScopeSubgroup
-#define FragH fcoopmatNV<16, kScope, 16, 16>
+// B's scope is a specialization constant so that B's fragments are a type of
+// their own, which spirv_coop.h needs to rewrite them for the KHR extension.
+layout(constant_id = 0) const int kScopeB = 3;
+#define FragA fcoopmatNV<16, kScope, 16, 16>
+#define FragB fcoopmatNV<16, kScopeB, 16, 16>
 #define FragAcc fcoopmatNV<32, kScope, 16, 16>
 
 const uint WARPS_M = BM / WM, WARPS_N = BN / WN;  // 8 subgroups in all
@@ -292,7 +296,8 @@ void main() {
           const bool more = kt + 1u < kTiles;
           if (more) fetch(o0, (kt + 1u) * BK, t);
           [[unroll]] for (uint kk = 0u; kk < BK; kk += 16u) {
-            FragH fa[FM], fb[FN];
+            FragA fa[FM];
+            FragB fb[FN];
             [[unroll]] for (uint i = 0u; i < FM; ++i) {
               coopMatLoadNV(fa[i], As, (cur * ATILE + (wm + 16u * i) * AS + kk) / UNIT, AS / UNIT, false);
             }

@@ -40,7 +40,11 @@ layout(push_constant) uniform Push {
 layout(buffer_reference, std430, buffer_reference_align = 16) buffer Vec8s { uvec4 v[]; };  // 8 halves each
 
 const int kScope = 3;  // gl_ScopeSubgroup
+// B's scope is a specialization constant so that B's fragments are a type of
+// their own, which spirv_coop.h needs to rewrite them for the KHR extension.
+layout(constant_id = 0) const int kScopeB = 3;
 #define FragA fcoopmatNV<16, kScope, 16, 16>
+#define FragB fcoopmatNV<16, kScopeB, 16, 16>
 #define FragAcc fcoopmatNV<32, kScope, 16, 16>
 
 const uint WARPS_M = BM / WM, WARPS_N = BN / WN;  // NT / 32 subgroups in all
@@ -117,7 +121,8 @@ void stash(uint buf, uint t) {
 #endif
 #define MMA_TILE(cur)                                                                                  \
   [[unroll]] for (uint kk = 0u; kk < KV; kk += 2u) {                                                   \
-    FragA fa[FM], fb[FN];                                                                              \
+    FragA fa[FM];                                                                                      \
+    FragB fb[FN];                                                                                      \
     [[unroll]] for (uint i = 0u; i < FM; ++i) {                                                        \
       coopMatLoadNV(fa[i], As, (cur) * ATILE + (wm + 16u * i) * AS + kk, AS, false);                   \
     }                                                                                                  \
