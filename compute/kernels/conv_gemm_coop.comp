@@ -6,7 +6,7 @@
 // template_conv.cpp chooses it for f16 on devices that report the 16x16x16
 // f16 -> f32 subgroup product (DeviceFeatures::coopMatrixF16).
 //
-// A workgroup of 256 invocations (8 subgroups of 32 in a WARPS_M x WARPS_N
+// A workgroup of NT invocations (NT / 32 subgroups in a WARPS_M x WARPS_N
 // grid, each owning WM x WN outputs as 16x16 f32 accumulator fragments)
 // computes a BM x BN output tile in K steps of BK. Both tiles go global ->
 // registers -> shared memory as f16, W as [BM][BK] and the gathered X as
@@ -28,7 +28,7 @@
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_NV_cooperative_matrix : require
 #extension GL_KHR_shader_subgroup_basic : require
-layout(local_size_x = 256) in;
+layout(local_size_x = NT) in;
 layout(push_constant) uniform Push {
   y_ref y;
   x_ref x;
@@ -47,10 +47,10 @@ layout(constant_id = 0) const int kScopeB = 3;
 #define FragB fcoopmatNV<16, kScopeB, 16, 16>
 #define FragAcc fcoopmatNV<32, kScope, 16, 16>
 
-const uint WARPS_M = BM / WM, WARPS_N = BN / WN;  // 8 subgroups in all
+const uint WARPS_M = BM / WM, WARPS_N = BN / WN;  // NT / 32 subgroups in all
 const uint FM = WM / 16u, FN = WN / 16u;          // fragments per subgroup
-const uint TPR = 256u / BK;                       // invocations per k row of the X tile
-const uint LA = BM * BK / 256u;                   // W elements each invocation loads per step
+const uint TPR = NT / BK;                         // invocations per k row of the X tile
+const uint LA = BM * BK / NT;                     // W elements each invocation loads per step
 const uint LB = BN / TPR;                         // X elements ...
 const uint AS = BK + 8u, BS = BN + 8u;            // row strides (halves) of the shared tiles
 const uint ATILE = BM * AS, BTILE = BK * BS;
@@ -58,8 +58,8 @@ const uint ATILE = BM * AS, BTILE = BK * BS;
 #ifdef TAP_MAJOR
 const uint UNIT = 2u;                   // halves per element of the shared tiles
 const uint PAIRS = BN / 2u;             // pixel pairs of a tile row
-const uint CPT = BK / (256u / PAIRS);   // channels each invocation gathers per step
-const uint LAP = BM * BK / 2u / 256u;   // weight pairs each invocation loads per step
+const uint CPT = BK / (NT / PAIRS);     // channels each invocation gathers per step
+const uint LAP = BM * BK / 2u / NT;     // weight pairs each invocation loads per step
 shared uint As[2u * ATILE / 2u];
 shared uint Bs[2u * BTILE / 2u];
 uint pa[LAP], pb[CPT];                  // the next K tile, on its way to shared memory
@@ -77,7 +77,7 @@ float16_t pb[LB];
 #define Cs As
 #define CS_LOAD(i) uintBitsToFloat(As[i])
 #else
-shared float Cs[8u * 256u];  // one 16x16 fragment per subgroup on its way out
+shared float Cs[NT * 8u];  // one 16x16 fragment per subgroup on its way out
 #define CS_LOAD(i) Cs[i]
 #endif
 shared int Ypix[BN];         // where each pixel of the tile goes in y (channel 0 of the group), -1 past the end
@@ -89,7 +89,7 @@ shared int Ypix[BN];         // where each pixel of the tile goes in y (channel 
 layout(buffer_reference, std430, buffer_reference_align = 8) buffer Vec4s { f16vec4 v[]; };
 const uint KV = BK / 4u;              // vectors along k of one weight row of the tile
 const uint AV = BM * KV;              // vectors in the weight tile
-const uint LAV = (AV + 255u) / 256u;  // per invocation
+const uint LAV = (AV + NT - 1u) / NT;  // per invocation
 f16vec4 pa[LAV];
 #else
 float16_t pa[LA];
@@ -114,7 +114,7 @@ void fetch(uint o0, uint k0, uint t) {
   const int dh = BH + th * MH, dw = BW + tw * MW;
   const uint woff = wg + uint(c0 * WCI + (WH0 + th * WSH) * KW + WW0 + tw * WSW);
   [[unroll]] for (uint j = 0u; j < LAP; ++j) {
-    const uint idx = t + 256u * j, o = o0 + idx / (BK / 2u), at = woff + (idx % (BK / 2u)) * 2u * uint(WCI);
+    const uint idx = t + NT * j, o = o0 + idx / (BK / 2u), at = woff + (idx % (BK / 2u)) * 2u * uint(WCI);
     f16vec2 v = f16vec2(0.0);
     if (o < uint(OG)) v = f16vec2(p.w.v[at + o * uint(WSO)], p.w.v[at + o * uint(WSO) + uint(WCI)]);
     pa[j] = packFloat2x16(v);
@@ -144,7 +144,7 @@ void fetch(uint o0, uint k0, uint t) {
 
 void stash(uint buf, uint t) {
   [[unroll]] for (uint j = 0u; j < LAP; ++j) {
-    const uint idx = t + 256u * j;
+    const uint idx = t + NT * j;
     As[(buf * ATILE + (idx / (BK / 2u)) * AS) / 2u + idx % (BK / 2u)] = pa[j];
   }
   const uint at = (buf * BTILE + (t / PAIRS) * CPT * BS) / 2u + t % PAIRS;
@@ -172,7 +172,7 @@ ivec3 advance(ivec3 d) {
 void fetch(uint o0, uint k0, uint t) {
 #ifdef WEIGHT_VEC4
   [[unroll]] for (uint j = 0u; j < LAV; ++j) {
-    const uint idx = t + 256u * j;
+    const uint idx = t + NT * j;
     const uint o = o0 + idx / KV, k = k0 + (idx % KV) * 4u;
     pa[j] = f16vec4(0.0);
     if (idx < AV && o < uint(OG) && k < uint(K)) pa[j] = Vec4s(uint64_t(p.w)).v[(wg + o * uint(WSO) + k) >> 2];
@@ -182,7 +182,7 @@ void fetch(uint o0, uint k0, uint t) {
     const bool valid = kaIdx < K;
     const uint woff = wg + uint(ka.x * WCI + (WH0 + ka.y * WSH) * KW + WW0 + ka.z * WSW);
     [[unroll]] for (uint j = 0u; j < LA; ++j) {
-      const uint o = o0 + t / BK + (256u / BK) * j;
+      const uint o = o0 + t / BK + (NT / BK) * j;
       pa[j] = float16_t(0.0);
       if (valid && o < uint(OG)) pa[j] = p.w.v[woff + o * uint(WSO)];
     }
@@ -207,14 +207,14 @@ void fetch(uint o0, uint k0, uint t) {
 void stash(uint buf, uint t) {
 #ifdef WEIGHT_VEC4
   [[unroll]] for (uint j = 0u; j < LAV; ++j) {
-    const uint idx = t + 256u * j;
+    const uint idx = t + NT * j;
     if (idx >= AV) continue;
     const uint at = buf * ATILE + (idx / KV) * AS + (idx % KV) * 4u;
     [[unroll]] for (uint i = 0u; i < 4u; ++i) As[at + i] = pa[j][i];
   }
 #else
   const uint kA = t % BK;
-  [[unroll]] for (uint j = 0u; j < LA; ++j) As[buf * ATILE + (t / BK + (256u / BK) * j) * AS + kA] = pa[j];
+  [[unroll]] for (uint j = 0u; j < LA; ++j) As[buf * ATILE + (t / BK + (NT / BK) * j) * AS + kA] = pa[j];
 #endif
   const uint at = buf * BTILE + (t / TPR) * BS + t % TPR;
   [[unroll]] for (uint j = 0u; j < LB; ++j) Bs[at + TPR * j] = pb[j];
@@ -266,7 +266,7 @@ void main() {
             pbase[e] = 0;
           }
         }
-        for (uint c = t; c < BN; c += 256u) {
+        for (uint c = t; c < BN; c += NT) {
           const uint m = m0 + c;
           const int n = int(m) / plane, r = int(m) - n * plane;
           const int i = r / OWP, jj = r - i * OWP;
