@@ -128,6 +128,7 @@ std::string productsStr(const std::vector<vk::CooperativeMatrixPropertiesNV>& pr
       case vk::ComponentTypeNV::eUint8: return "u8";
       case vk::ComponentTypeNV::eSint32: return "i32";
       case vk::ComponentTypeNV::eUint32: return "u32";
+      case vk::ComponentTypeNV(1000141000): return "bf16";  // VK_KHR_shader_bfloat16
       default: return "?";
     }
   };
@@ -159,18 +160,29 @@ struct CoopProductKhr {
   VkScopeNV scope{};
 };
 using GetCoopProductsKhr = VkResult(VKAPI_PTR*)(VkPhysicalDevice, uint32_t*, CoopProductKhr*);
+// VK_KHR_shader_bfloat16 (newer than the headers too).
+constexpr const char* kBf16Extension = "VK_KHR_shader_bfloat16";
+constexpr auto kComponentBf16 = VkComponentTypeNV(1000141000);
+struct Bf16FeaturesKhr {
+  VkStructureType sType = VkStructureType(1000141000);
+  void* pNext = nullptr;
+  VkBool32 shaderBFloat16Type = VK_FALSE;
+  VkBool32 shaderBFloat16DotProduct = VK_FALSE;
+  VkBool32 shaderBFloat16CooperativeMatrix = VK_FALSE;
+};
 
-bool isF16Product(uint32_t m, uint32_t n, uint32_t k, VkComponentTypeNV a, VkComponentTypeNV b, VkComponentTypeNV c,
-                  VkComponentTypeNV d, VkScopeNV scope) {
-  return m == 16 && n == 16 && k == 16 && a == VK_COMPONENT_TYPE_FLOAT16_NV && b == VK_COMPONENT_TYPE_FLOAT16_NV &&
-         c == VK_COMPONENT_TYPE_FLOAT32_NV && d == VK_COMPONENT_TYPE_FLOAT32_NV && scope == VK_SCOPE_SUBGROUP_NV;
+// The 16x16x16 subgroup product of `operand` A and B into f32.
+bool isProduct(uint32_t m, uint32_t n, uint32_t k, VkComponentTypeNV a, VkComponentTypeNV b, VkComponentTypeNV c,
+               VkComponentTypeNV d, VkScopeNV scope, VkComponentTypeNV operand = VK_COMPONENT_TYPE_FLOAT16_NV) {
+  return m == 16 && n == 16 && k == 16 && a == operand && b == operand && c == VK_COMPONENT_TYPE_FLOAT32_NV &&
+         d == VK_COMPONENT_TYPE_FLOAT32_NV && scope == VK_SCOPE_SUBGROUP_NV;
 }
 
 // Whether the NV extension offers the 16x16x16 f16 product into f32.
 bool coopNvUsable(const vk::raii::PhysicalDevice& pd) {
   auto products = coopMatrixProducts(pd);
   bool product = std::any_of(products.begin(), products.end(), [](const vk::CooperativeMatrixPropertiesNV& p) {
-    return isF16Product(p.MSize, p.NSize, p.KSize, VkComponentTypeNV(p.AType), VkComponentTypeNV(p.BType),
+    return isProduct(p.MSize, p.NSize, p.KSize, VkComponentTypeNV(p.AType), VkComponentTypeNV(p.BType),
                         VkComponentTypeNV(p.CType), VkComponentTypeNV(p.DType), VkScopeNV(p.scope));
   });
   if (!product) return false;
@@ -179,24 +191,55 @@ bool coopNvUsable(const vk::raii::PhysicalDevice& pd) {
       .cooperativeMatrix;
 }
 
+// The products the KHR extension offers; empty without it.
+std::vector<CoopProductKhr> coopKhrProducts(const vk::raii::Instance& instance, const vk::raii::PhysicalDevice& pd) {
+  if (!hasExtension(pd, kCoopKhrExtension)) return {};
+  auto get = reinterpret_cast<GetCoopProductsKhr>(instance.getProcAddr("vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR"));
+  if (get == nullptr) return {};
+  uint32_t n = 0;
+  if (get(*pd, &n, nullptr) != VK_SUCCESS) return {};
+  std::vector<CoopProductKhr> products(n);
+  if (get(*pd, &n, products.data()) != VK_SUCCESS) return {};
+  products.resize(n);
+  return products;
+}
+
+std::string productsStr(const std::vector<CoopProductKhr>& products) {
+  std::vector<vk::CooperativeMatrixPropertiesNV> nv;
+  for (const auto& p : products) {
+    nv.push_back({.MSize = p.MSize, .NSize = p.NSize, .KSize = p.KSize, .AType = vk::ComponentTypeNV(p.AType),
+                  .BType = vk::ComponentTypeNV(p.BType), .CType = vk::ComponentTypeNV(p.CType),
+                  .DType = vk::ComponentTypeNV(p.ResultType), .scope = vk::ScopeNV(p.scope)});
+  }
+  return productsStr(nv);
+}
+
 // ... and whether the KHR extension does.
 bool coopKhrUsable(const vk::raii::Instance& instance, const vk::raii::PhysicalDevice& pd) {
-  if (!hasExtension(pd, kCoopKhrExtension)) return false;
-  auto get = reinterpret_cast<GetCoopProductsKhr>(instance.getProcAddr("vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR"));
-  if (get == nullptr) return false;
-  uint32_t n = 0;
-  if (get(*pd, &n, nullptr) != VK_SUCCESS) return false;
-  std::vector<CoopProductKhr> products(n);
-  if (get(*pd, &n, products.data()) != VK_SUCCESS) return false;
-  products.resize(n);
+  auto products = coopKhrProducts(instance, pd);
   bool product = std::any_of(products.begin(), products.end(), [](const CoopProductKhr& p) {
-    return isF16Product(p.MSize, p.NSize, p.KSize, p.AType, p.BType, p.CType, p.ResultType, p.scope);
+    return isProduct(p.MSize, p.NSize, p.KSize, p.AType, p.BType, p.CType, p.ResultType, p.scope);
   });
   if (!product) return false;
   CoopFeaturesKhr coop;
   VkPhysicalDeviceFeatures2 features{.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &coop};
   pd.getDispatcher()->vkGetPhysicalDeviceFeatures2(*pd, &features);
   return coop.cooperativeMatrix;
+}
+
+// Whether the KHR extension's bf16 product into f32 can run, with the
+// bfloat16 type and its cooperative matrices.
+bool coopBf16Usable(const vk::raii::Instance& instance, const vk::raii::PhysicalDevice& pd) {
+  if (!hasExtension(pd, kBf16Extension)) return false;
+  auto products = coopKhrProducts(instance, pd);
+  bool product = std::any_of(products.begin(), products.end(), [](const CoopProductKhr& p) {
+    return isProduct(p.MSize, p.NSize, p.KSize, p.AType, p.BType, p.CType, p.ResultType, p.scope, kComponentBf16);
+  });
+  if (!product) return false;
+  Bf16FeaturesKhr bf16;
+  VkPhysicalDeviceFeatures2 features{.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &bf16};
+  pd.getDispatcher()->vkGetPhysicalDeviceFeatures2(*pd, &features);
+  return bf16.shaderBFloat16Type && bf16.shaderBFloat16CooperativeMatrix;
 }
 
 // Whether the device can run kernels/matmul_coop.comp and conv_gemm_coop.comp
@@ -231,9 +274,12 @@ vk::raii::Device makeDevice(const vk::raii::Instance& instance, const vk::raii::
   const char* choice = std::getenv("TENSORD_COOPERATIVE_MATRIX");
   enabled->coopMatrixKhr = khr && !(nv && choice != nullptr && std::string_view(choice) == "nv");
   enabled->coopMatrixF16 = nv || khr;
+  enabled->coopMatrixBf16 = enabled->coopMatrixKhr && coopBf16Usable(instance, pd);
+  Bf16FeaturesKhr bf16Features{.shaderBFloat16Type = VK_TRUE, .shaderBFloat16CooperativeMatrix = VK_TRUE};
   bool coop = enabled->coopMatrixF16;
   vk::PhysicalDeviceCooperativeMatrixFeaturesNV coopFeaturesNv{.cooperativeMatrix = true};
-  CoopFeaturesKhr coopFeaturesKhr{.cooperativeMatrix = VK_TRUE};
+  CoopFeaturesKhr coopFeaturesKhr{.pNext = enabled->coopMatrixBf16 ? &bf16Features : nullptr,
+                                  .cooperativeMatrix = VK_TRUE};
   void* coopFeatures = !coop ? nullptr
                        : enabled->coopMatrixKhr ? static_cast<void*>(&coopFeaturesKhr)
                                                 : static_cast<void*>(&coopFeaturesNv);
@@ -260,6 +306,7 @@ vk::raii::Device makeDevice(const vk::raii::Instance& instance, const vk::raii::
   features.features.robustBufferAccess = have.robustBufferAccess;
   std::vector<const char*> extensions;
   if (coop) extensions.push_back(enabled->coopMatrixKhr ? kCoopKhrExtension : VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+  if (enabled->coopMatrixBf16) extensions.push_back(kBf16Extension);
   if (enabled->pushDescriptors) extensions.push_back(VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
   if (enabled->robustBufferAccess2) extensions.push_back(VK_EXT_ROBUSTNESS_2_EXTENSION_NAME);
   vk::DeviceCreateInfo info{.pNext = &features,
@@ -300,12 +347,16 @@ Device::Device(const std::string& selector, spdlog::logger& log)
   info_.maxAllocationBytes = maint3.get<vk::PhysicalDeviceMaintenance3Properties>().maxMemoryAllocationSize;
 
   log.info("vulkan device: {} ({}, {}, Vulkan {}, {} MiB device-local; int64 {}, 16-bit storage {}, 8-bit storage {}, "
-           "f16 cooperative matrix {})",
+           "f16 cooperative matrix {}, bf16 {})",
            info_.name, info_.kind, info_.driver, info_.apiVersion, info_.memoryBytes >> 20, info_.features.int64,
            info_.features.storage16, info_.features.storage8,
-           !info_.features.coopMatrixF16 ? "no" : info_.features.coopMatrixKhr ? "KHR" : "NV");
+           !info_.features.coopMatrixF16 ? "no" : info_.features.coopMatrixKhr ? "KHR" : "NV",
+           info_.features.coopMatrixBf16);
   if (hasExtension(physical_, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME)) {
-    log.info("cooperative matrix products: {}", productsStr(coopMatrixProducts(physical_)));
+    log.info("cooperative matrix products (NV): {}", productsStr(coopMatrixProducts(physical_)));
+  }
+  if (hasExtension(physical_, kCoopKhrExtension)) {
+    log.info("cooperative matrix products (KHR): {}", productsStr(coopKhrProducts(instance_, physical_)));
   }
 }
 

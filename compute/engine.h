@@ -74,6 +74,9 @@ struct DeviceFeatures {
   // one) is rewritten for it when the pipeline is made (spirv_coop.h).
   // Preferred where both exist; TENSORD_COOPERATIVE_MATRIX=nv picks NV.
   bool coopMatrixKhr = false;
+  // ... and VK_KHR_shader_bfloat16 with the 16x16x16 bf16 product into f32:
+  // bf16 matmul on tensor cores too (the f16 kernels, rewritten).
+  bool coopMatrixBf16 = false;
   // User kernels (user_kernels.h) bind descriptors with VK_KHR_push_descriptor
   // and need VK_EXT_robustness2's robustBufferAccess2 (with robustBufferAccess):
   // an out-of-range access then stays inside the bound range of one tensor.

@@ -165,7 +165,10 @@ const vk::raii::Pipeline& KernelCache::pipeline(const KernelSource& source) {
   auto& slot = pipelines_[&source];
   if (slot) return *slot;
   auto words = spirv(source);
-  if (device_.info().features.coopMatrixKhr && usesNvCooperativeMatrix(words)) words = nvToKhrCooperativeMatrix(words);
+  if (device_.info().features.coopMatrixKhr && usesNvCooperativeMatrix(words)) {
+    const bool bf16 = source.glsl.find("#define " + std::string(kBf16OperandsDefine) + "\n") != std::string::npos;
+    words = nvToKhrCooperativeMatrix(words, bf16);
+  }
   vk::raii::ShaderModule module(device_.device(), {.codeSize = words.size() * 4, .pCode = words.data()});
   vk::ComputePipelineCreateInfo info{
       .stage = {.stage = vk::ShaderStageFlagBits::eCompute, .module = *module, .pName = "main"},

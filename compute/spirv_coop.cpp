@@ -15,6 +15,7 @@ enum : uint32_t {
   kOpExtension = 10,
   kOpCapability = 17,
   kOpTypeInt = 21,
+  kOpTypeFloat = 22,
   kOpConstantTrue = 41,
   kOpConstantFalse = 42,
   kOpConstant = 43,
@@ -28,6 +29,9 @@ enum : uint32_t {
   kOpMulAddNv = 5361,
   kOpLengthNv = 5362,
   kCapabilityKhr = 6022,
+  kCapabilityBf16Type = 5116,
+  kCapabilityBf16Matrix = 5118,
+  kEncodingBf16 = 0,
   kOpTypeKhr = 4456,
   kOpLoadKhr = 4457,
   kOpStoreKhr = 4458,
@@ -37,6 +41,7 @@ enum : uint32_t {
 constexpr size_t kHeaderWords = 5;
 constexpr std::string_view kNvExtension = "SPV_NV_cooperative_matrix";
 constexpr std::string_view kKhrExtension = "SPV_KHR_cooperative_matrix";
+constexpr std::string_view kBf16Extension = "SPV_KHR_bfloat16";
 
 uint32_t opcode(uint32_t word) { return word & 0xffffu; }
 uint32_t wordCount(uint32_t word) { return word >> 16; }
@@ -76,10 +81,11 @@ bool usesNvCooperativeMatrix(const std::vector<uint32_t>& spirv) {
   return uses;
 }
 
-std::vector<uint32_t> nvToKhrCooperativeMatrix(const std::vector<uint32_t>& spirv) {
+std::vector<uint32_t> nvToKhrCooperativeMatrix(const std::vector<uint32_t>& spirv, bool bf16Operands) {
   // What the rewrite needs to know before it writes anything.
   std::set<uint32_t> trueIds, falseIds, specConstants, accumulators;
   std::map<uint32_t, uint32_t> scopeOf;  // NV matrix type -> its scope's id
+  std::map<uint32_t, uint32_t> floatWidth;
   uint32_t intType = 0;
   size_t intTypeAt = 0, firstMatrixAt = 0;
   forEachInstruction(spirv, [&](size_t at, uint32_t op, size_t n) {
@@ -88,6 +94,7 @@ std::vector<uint32_t> nvToKhrCooperativeMatrix(const std::vector<uint32_t>& spir
       case kOpConstantTrue: trueIds.insert(w[2]); break;
       case kOpConstantFalse: falseIds.insert(w[2]); break;
       case kOpSpecConstant: specConstants.insert(w[2]); break;
+      case kOpTypeFloat: floatWidth[w[1]] = w[2]; break;
       case kOpTypeInt:
         if (intType == 0 && n >= 4 && w[2] == 32) intType = w[1], intTypeAt = at;
         break;
@@ -105,9 +112,10 @@ std::vector<uint32_t> nvToKhrCooperativeMatrix(const std::vector<uint32_t>& spir
     throw std::invalid_argument("no 32-bit integer type declared before the first cooperative matrix type");
   }
 
-  // Three new constants: 0, 1, 2 (uses A, B, accumulator; layouts row-major, column-major).
+  // Three new constants: 0, 1, 2 (uses A, B, accumulator; layouts row-major,
+  // column-major), and with bf16Operands a bfloat16 type.
   const uint32_t bound = spirv[3];
-  const uint32_t c0 = bound, c1 = bound + 1, c2 = bound + 2;
+  const uint32_t c0 = bound, c1 = bound + 1, c2 = bound + 2, bf16 = bound + 3;
   std::map<uint32_t, uint32_t> useOf;
   std::set<uint32_t> scopesToFix;
   for (const auto& [type, scope] : scopeOf) {
@@ -122,7 +130,7 @@ std::vector<uint32_t> nvToKhrCooperativeMatrix(const std::vector<uint32_t>& spir
   };
 
   std::vector<uint32_t> out(spirv.begin(), spirv.begin() + kHeaderWords);
-  out[3] = bound + 3;
+  out[3] = bound + (bf16Operands ? 4 : 3);
   forEachInstruction(spirv, [&](size_t at, uint32_t op, size_t n) {
     const uint32_t* w = &spirv[at];
     auto copyAs = [&](uint32_t newOp) {
@@ -133,14 +141,21 @@ std::vector<uint32_t> nvToKhrCooperativeMatrix(const std::vector<uint32_t>& spir
       case kOpCapability:
         if (n == 2 && w[1] == kCapabilityNv) {
           out.insert(out.end(), {first(kOpCapability, 2), kCapabilityKhr});
+          if (bf16Operands) {
+            out.insert(out.end(), {first(kOpCapability, 2), kCapabilityBf16Type, first(kOpCapability, 2),
+                                   kCapabilityBf16Matrix});
+          }
           return;
         }
         break;
       case kOpExtension:
         if (stringAt(w + 1, n - 1) == kNvExtension) {
-          auto s = stringWords(kKhrExtension);
-          out.push_back(first(kOpExtension, 1 + s.size()));
-          out.insert(out.end(), s.begin(), s.end());
+          for (std::string_view name : {kKhrExtension, kBf16Extension}) {
+            if (name == kBf16Extension && !bf16Operands) break;
+            auto s = stringWords(name);
+            out.push_back(first(kOpExtension, 1 + s.size()));
+            out.insert(out.end(), s.begin(), s.end());
+          }
           return;
         }
         break;
@@ -153,12 +168,21 @@ std::vector<uint32_t> nvToKhrCooperativeMatrix(const std::vector<uint32_t>& spir
           return;
         }
         break;
-      case kOpTypeNv:
+      case kOpTypeNv: {
         if (at == firstMatrixAt) {
           for (uint32_t v = 0; v < 3; ++v) out.insert(out.end(), {first(kOpConstant, 4), intType, c0 + v, v});
+          if (bf16Operands) out.insert(out.end(), {first(kOpTypeFloat, 4), bf16, 16, kEncodingBf16});
         }
-        out.insert(out.end(), {first(kOpTypeKhr, 7), w[1], w[2], w[3], w[4], w[5], useOf.at(w[1])});
+        uint32_t component = w[2];
+        if (bf16Operands && useOf.at(w[1]) != c2) {
+          if (floatWidth.count(component) == 0 || floatWidth.at(component) != 16) {
+            throw std::invalid_argument("bf16 operands asked for, but an A or B matrix type is not of 16-bit floats");
+          }
+          component = bf16;
+        }
+        out.insert(out.end(), {first(kOpTypeKhr, 7), w[1], component, w[3], w[4], w[5], useOf.at(w[1])});
         return;
+      }
       case kOpLoadNv:  // result type, result, pointer, stride, column-major[, memory access]
         out.insert(out.end(), {first(kOpLoadKhr, n), w[1], w[2], w[3], layout(w[5]), w[4]});
         out.insert(out.end(), w + 6, w + n);

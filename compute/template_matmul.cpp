@@ -14,6 +14,7 @@
 #include "compute/error.h"
 #include "compute/glsl.h"
 #include "compute/op_spec.h"
+#include "compute/spirv_coop.h"
 #include "compute/template_util.h"
 
 namespace tensord::compute {
@@ -116,14 +117,17 @@ struct CoopConfig {
   bool transB = false;
 };
 
-const KernelSource& coopSource(const CoopConfig& c) {
+// dtype F16 or BF16: bf16 operands move as f16 ones do, and the kernel cache
+// makes them bf16 in the SPIR-V (spirv_coop.h, kBf16OperandsDefine).
+const KernelSource& coopSource(DType dtype, const CoopConfig& c) {
   static KernelVariants variants;
-  std::string key = "matmul|f16|coop" + std::to_string(c.bm) + "x" + std::to_string(c.bn) + "x" +
+  std::string key = "matmul|" + std::string(dtypeName(dtype)) + "|coop" + std::to_string(c.bm) + "x" + std::to_string(c.bn) + "x" +
                     std::to_string(c.bk) + "|w" + std::to_string(c.wm) + "x" + std::to_string(c.wn) + "|g" +
                     std::to_string(c.group) + (c.single ? "|s1" : "|s2") + (c.transB ? "|bt" : "|bn");
   return variants.get(key, [&] {
-    GlslBuilder b(DType::F16);
-    b.input("a", DType::F16).input("b", DType::F16).input("c", DType::F16).output("y", DType::F16);
+    GlslBuilder b(dtype);
+    b.input("a", dtype).input("b", dtype).input("c", dtype).output("y", dtype);
+    if (dtype == DType::BF16) b.define(std::string(kBf16OperandsDefine));
     b.define("BM", std::to_string(c.bm) + "u").define("BN", std::to_string(c.bn) + "u");
     b.define("BK", std::to_string(c.bk) + "u");
     b.define("WM", std::to_string(c.wm) + "u").define("WN", std::to_string(c.wn) + "u");
@@ -332,8 +336,8 @@ class Matmul final : public KernelTemplate {
       for (const auto& f : allFastConfigs()) all.push_back(&fastSource(dtype, f));
     }
     if (dtype == DType::F32) all.push_back(&splitSumSource(dtype));
-    if (dtype == DType::F16) {
-      for (const auto& c : allCoopConfigs()) all.push_back(&coopSource(c));
+    if (dtype == DType::F16 || dtype == DType::BF16) {
+      for (const auto& c : allCoopConfigs()) all.push_back(&coopSource(dtype, c));
     }
     return all;
   }
@@ -342,7 +346,10 @@ class Matmul final : public KernelTemplate {
   // the device or the operands do not allow it.
   static std::optional<CoopConfig> coopConfig(const Plan& p, DType dtype, const DeviceFeatures* features,
                                               std::initializer_list<uint64_t> addresses) {
-    if (!features || !features->coopMatrixF16 || dtype != DType::F16) return std::nullopt;
+    if (!features || !(dtype == DType::F16 ? features->coopMatrixF16
+                                           : dtype == DType::BF16 && features->coopMatrixBf16)) {
+      return std::nullopt;
+    }
     if (p.m < 64 || p.n < 64 || p.k < 8 || p.k % 8 != 0 || p.n % 8 != 0) return std::nullopt;
     if (p.sak != 1 || p.sam != p.k) return std::nullopt;
     CoopConfig c;
@@ -428,7 +435,7 @@ class Matmul final : public KernelTemplate {
     }
     if (auto c = coopConfig(p, dtype, r.features(), {push.a, push.b, push.y})) {
       uint64_t tiles = uint64_t((p.m + c->bm - 1) / c->bm) * uint64_t((p.n + c->bn - 1) / c->bn);
-      r.dispatch(coopSource(*c), push, r.groupsFor(tiles, 1, 0), 1, r.groupsFor(uint64_t(batch), 1, 2));
+      r.dispatch(coopSource(dtype, *c), push, r.groupsFor(tiles, 1, 0), 1, r.groupsFor(uint64_t(batch), 1, 2));
       return;
     }
     if (auto f = fastConfig(p, batch, dtype, {push.a, push.b, push.y})) {

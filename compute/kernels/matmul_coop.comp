@@ -4,6 +4,9 @@
 // (linear's weight). Same push constants and meta words as matmul.comp;
 // template_matmul.cpp's record() chooses it on devices that report the
 // 16x16x16 f16 -> f32 subgroup product (DeviceFeatures::coopMatrixF16).
+// With BF16_OPERANDS (bf16 tensors, DeviceFeatures::coopMatrixBf16) the
+// operands move as the same 16-bit words, the kernel cache makes the A and B
+// fragments bf16 in the SPIR-V (spirv_coop.h), and results are stored as bf16.
 //
 // Needs K and N multiples of 8 and 16-byte aligned a, b and y: operands move
 // as uvec4s of 8 halves, each wholly inside or outside the matrix. M and N
@@ -215,8 +218,13 @@ void main() {
               hi[e] += beta * LOAD_c(c0 + (e + 4u) * scn);
             }
           }
+#ifdef BF16_OPERANDS
+          uvec4 v = uvec4(float_to_bf16(lo.x) | float_to_bf16(lo.y) << 16, float_to_bf16(lo.z) | float_to_bf16(lo.w) << 16,
+                          float_to_bf16(hi.x) | float_to_bf16(hi.y) << 16, float_to_bf16(hi.z) | float_to_bf16(hi.w) << 16);
+#else
           uvec4 v = uvec4(packFloat2x16(f16vec2(lo.xy)), packFloat2x16(f16vec2(lo.zw)),
                           packFloat2x16(f16vec2(hi.xy)), packFloat2x16(f16vec2(hi.zw)));
+#endif
           Vec8s(uint64_t(p.y)).v[(yoff + gm * N + gn) >> 3] = v;
         }
       }

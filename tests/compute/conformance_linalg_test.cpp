@@ -79,7 +79,10 @@ HostTensor transpose2(const HostTensor& w) {
 
 int64_t innerOf(const Shape& a) { return a.empty() ? 1 : a.back(); }
 
-class LinalgConformance : public ConformanceTest {};
+class LinalgConformance : public ConformanceTest {
+ protected:
+  void checkTensorCorePath(DType dt);
+};
 
 struct MatmulCase {
   Shape a, b;
@@ -171,29 +174,36 @@ TEST_F(LinalgConformance, SplitK) {
               scaleAdd(refMatmul(m1, m2), &c, -2.0, 0.5), "addmm split-K", 1280);
 }
 
-// f16 products that take the tensor-core path on devices with cooperative
-// matrices (K and N multiples of 8, M and N >= 64; elsewhere the fast path):
+// f16 and bf16 products that take the tensor-core path on devices with
+// cooperative matrices (bf16: through VK_KHR_shader_bfloat16; K and N
+// multiples of 8, M and N >= 64; elsewhere the fast path):
 // edge tiles in M and N (not multiples of 128), a K tail below one K step,
 // several K steps through both shared buffers, linear's transposed weight
 // with bias, alpha/beta with a broadcast input, and batches with a broadcast b.
-TEST_F(LinalgConformance, F16TensorCorePath) {
-  const DType dt = DType::F16;
+TEST_F(LinalgConformance, HalfAndBfloatTensorCorePath) {
+  for (DType dt : {DType::F16, DType::BF16}) {
+    SCOPED_TRACE(dtypeName(dt));
+    checkTensorCorePath(dt);
+  }
+}
+
+void LinalgConformance::checkTensorCorePath(DType dt) {
   for (const MatmulCase& c : std::vector<MatmulCase>{
            {{200, 264}, {264, 136}},      // 2x2 tiles, 8 K steps and a tail of 8
            {{64, 16}, {16, 64}},          // one partial tile, K below one step
            {{2, 72, 40}, {1, 40, 200}},   // batch, broadcast b
        }) {
     auto a = inputFor(dt, c.a), b = inputFor(dt, c.b);
-    expectClose(call("matmul", {a, b})[0], rounded(refMatmul(a, b)),
-                "matmul f16 " + shapeStr(c.a) + " @ " + shapeStr(c.b), double(innerOf(c.a)));
+    expectClose(call("matmul", {a, b})[0], rounded(refMatmul(a, b)), "matmul " + shapeStr(c.a) + " @ " + shapeStr(c.b),
+                double(innerOf(c.a)));
   }
   auto x = inputFor(dt, {3, 50, 96}), w = inputFor(dt, {136, 96}), bias = inputFor(dt, {136});
   auto prod = refMatmul(x, transpose2(w));
-  expectClose(call("linear", {x, w})[0], rounded(prod), "linear f16 [3, 50, 96] weight [136, 96]", 96);
-  expectClose(call("linear", {x, w, bias})[0], scaleAdd(prod, &bias, 1, 1), "linear+bias f16 [3, 50, 96]", 96);
+  expectClose(call("linear", {x, w})[0], rounded(prod), "linear [3, 50, 96] weight [136, 96]", 96);
+  expectClose(call("linear", {x, w, bias})[0], scaleAdd(prod, &bias, 1, 1), "linear+bias [3, 50, 96]", 96);
   auto m1 = inputFor(dt, {130, 48}), m2 = inputFor(dt, {48, 72}), c = inputFor(dt, {130, 1});
   expectClose(call("addmm", {c, m1, m2}, {{"beta", 0.5}, {"alpha", -2.0}})[0],
-              scaleAdd(refMatmul(m1, m2), &c, -2.0, 0.5), "addmm f16 [130, 48] @ [48, 72]", 48);
+              scaleAdd(refMatmul(m1, m2), &c, -2.0, 0.5), "addmm [130, 48] @ [48, 72]", 48);
 }
 
 TEST_F(LinalgConformance, MmAndBmm) {

@@ -27,6 +27,7 @@ struct Module {
   std::map<uint32_t, uint32_t> matrixUse;        // KHR matrix type -> its use operand's value
   std::map<uint32_t, uint32_t> matrixComponent;  // ... -> its component type
   std::map<uint32_t, uint32_t> floatWidth;       // OpTypeFloat -> width
+  std::set<uint32_t> bf16Types;                  // OpTypeFloat 16 with the BFloat16 encoding
   std::set<uint32_t> mulAddResultTypes, specIdTargets, scopes;
   uint32_t maxId = 0, bound = 0;
 };
@@ -42,6 +43,7 @@ Module parse(const std::vector<uint32_t>& w) {
     if (op == 17) m.capabilities.insert(w[at + 1]);
     if (op == 10) m.extensions.emplace_back(reinterpret_cast<const char*>(&w[at + 1]));
     if (op == 22) m.floatWidth[w[at + 1]] = w[at + 2];
+    if (op == 22 && n == 4 && w[at + 2] == 16 && w[at + 3] == 0) m.bf16Types.insert(w[at + 1]);
     if (op == 43 && n == 4) m.constants[w[at + 2]] = w[at + 3];
     if (op == 71 && w[at + 2] == 1) m.specIdTargets.insert(w[at + 1]);
     if (op == 4456) {
@@ -106,6 +108,26 @@ TEST(SpirvCoopTest, EveryTensorCoreKernelRewritesToTheKhrExtension) {
       EXPECT_FALSE(m.specIdTargets.count(scope)) << "no specialization id left on a scope";
     }
   }
+}
+
+// bf16 products: the same kernels, their A and B fragments made bf16.
+TEST(SpirvCoopTest, Bf16KernelsGetBf16Operands) {
+  const std::string marker = "#define " + std::string(kBf16OperandsDefine) + "\n";
+  int checked = 0;
+  for (const KernelSource* source : tensorCoreKernels()) {
+    if (source->glsl.find(marker) == std::string::npos) continue;
+    SCOPED_TRACE(source->name);
+    ++checked;
+    const Module m = parse(nvToKhrCooperativeMatrix(compileGlsl(source->name, source->glsl), true));
+    EXPECT_TRUE(m.capabilities.count(5116) && m.capabilities.count(5118)) << "BFloat16 type and matrix capabilities";
+    EXPECT_NE(std::find(m.extensions.begin(), m.extensions.end(), "SPV_KHR_bfloat16"), m.extensions.end());
+    ASSERT_EQ(m.bf16Types.size(), 1u);
+    for (const auto& [type, use] : m.matrixUse) {
+      if (use == 2) EXPECT_EQ(m.floatWidth.at(m.matrixComponent.at(type)), 32u);
+      else EXPECT_TRUE(m.bf16Types.count(m.matrixComponent.at(type))) << "use " << use << " is bf16";
+    }
+  }
+  EXPECT_GE(checked, 2) << "matmul_coop.comp's bf16 variants";
 }
 
 TEST(SpirvCoopTest, ModulesWithoutCooperativeMatricesStayAsTheyAre) {
