@@ -204,6 +204,19 @@ void LinalgConformance::checkTensorCorePath(DType dt) {
   auto m1 = inputFor(dt, {130, 48}), m2 = inputFor(dt, {48, 72}), c = inputFor(dt, {130, 1});
   expectClose(call("addmm", {c, m1, m2}, {{"beta", 0.5}, {"alpha", -2.0}})[0],
               scaleAdd(refMatmul(m1, m2), &c, -2.0, 0.5), "addmm [130, 48] @ [48, 72]", 48);
+  // Whole 128x128 tiles and K steps without a c term: b either way round,
+  // batched with a broadcast b, alpha through addmm with beta = 0.
+  for (const MatmulCase& c : std::vector<MatmulCase>{{{256, 96}, {96, 128}}, {{2, 128, 64}, {1, 64, 256}}}) {
+    auto a = inputFor(dt, c.a), b = inputFor(dt, c.b);
+    expectClose(call("matmul", {a, b})[0], rounded(refMatmul(a, b)), "matmul " + shapeStr(c.a) + " @ " + shapeStr(c.b),
+                double(innerOf(c.a)));
+  }
+  auto x2 = inputFor(dt, {128, 64}), w2 = inputFor(dt, {256, 64});
+  expectClose(call("linear", {x2, w2})[0], rounded(refMatmul(x2, transpose2(w2))), "linear [128, 64] weight [256, 64]",
+              64);
+  auto p1 = inputFor(dt, {128, 160}), p2 = inputFor(dt, {160, 128}), unused = inputFor(dt, {128, 128});
+  expectClose(call("addmm", {unused, p1, p2}, {{"beta", 0.0}, {"alpha", -2.0}})[0],
+              scaleAdd(refMatmul(p1, p2), nullptr, -2.0, 0.0), "addmm alpha -2 beta 0 [128, 160] @ [160, 128]", 160);
 }
 
 TEST_F(LinalgConformance, MmAndBmm) {
