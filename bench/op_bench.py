@@ -79,6 +79,7 @@ def torch_cases():
         "conv2d_f16_32x64x56x56_k3": conv(32, 64, 56, 64, 3, 1, 1, f16),
         "conv2d_f16_32x128x28x28_k3": conv(32, 128, 28, 128, 3, 1, 1, f16),
         "conv2d_f16_32x256x14x14_k3": conv(32, 256, 14, 256, 3, 1, 1, f16),
+        "conv2d_bf16_32x64x56x56_k3": conv(32, 64, 56, 64, 3, 1, 1, torch.bfloat16),
         "conv2d_f16_32x256x56x56_k1_to64": conv(32, 256, 56, 64, 1, 1, 0, f16),
         "conv_transpose2d_32x128x28x28_k4s2": ((lambda x, w: torch.nn.functional.conv_transpose2d(x, w, stride=2, padding=1)), lambda: (torch.randn(32, 128, 28, 28, device="cuda"), torch.randn(128, 64, 4, 4, device="cuda")), 0, 2 * 32 * 128 * 28 * 28 * 64 * 16),
     }

@@ -11,6 +11,7 @@
 #include "compute/error.h"
 #include "compute/glsl.h"
 #include "compute/op_spec.h"
+#include "compute/spirv_coop.h"
 
 namespace tensord::compute {
 namespace {
@@ -318,6 +319,7 @@ class Conv final : public KernelTemplate {
         b.define("WM", std::to_string(tile.wm) + "u").define("WN", std::to_string(tile.wn) + "u");
         b.define("NT", std::to_string((tile.bm / tile.wm) * (tile.bn / tile.wn) * 32) + "u");
         if (tile.tapMajor) b.define("TAP_MAJOR");
+        if (dtype == DType::BF16) b.define(std::string(kBf16OperandsDefine));
         return b.build(kernelFile("conv_gemm_coop.comp"));
       }
       return b.build(kernelFile("conv_gemm.comp"));
@@ -364,6 +366,11 @@ class Conv final : public KernelTemplate {
     return cg * g.kh * g.kw >= kGemmMinK;
   }
 
+  // Whether the tensor-core kernel can run K over taps first (TAP_MAJOR).
+  bool tapMajor(const ConvGeometry& g) const {
+    return !transposed_ && (g.in.c / g.groups) % kGemmCoopTapTile.bk == 0;
+  }
+
   // The tile for this call; `weightVec4`: the weight moves as vectors
   // (a conv, not transposed, K a multiple of 4, an aligned weight).
   GemmTile gemmTile(const ConvGeometry& g, int64_t pixels, int64_t units, bool weightVec4, bool coop) const {
@@ -371,7 +378,7 @@ class Conv final : public KernelTemplate {
     GemmTile t;
     t.weightVec4 = weightVec4;
     if (coop) {
-      if (!transposed_ && (g.in.c / g.groups) % kGemmCoopTapTile.bk == 0) return kGemmCoopTapTile;
+      if (tapMajor(g)) return kGemmCoopTapTile;
       t = kGemmCoopTile;
       t.weightVec4 = weightVec4;
       return t;
@@ -415,7 +422,10 @@ class Conv final : public KernelTemplate {
     const bool weightVec4 =
         !transposed_ && (cg * g.kh * g.kw) % 4 == 0 && in[1].buffer->deviceAddress() % vectorBytes == 0;
     const DeviceFeatures* features = r.features();
-    const bool coop = features && features->coopMatrixF16 && in[0].desc.dtype == DType::F16;
+    // bf16 only where K runs over taps first (its other path keeps f16 values in shared memory).
+    const DType dtype = in[0].desc.dtype;
+    const bool coop = features && ((dtype == DType::F16 && features->coopMatrixF16) ||
+                                   (dtype == DType::BF16 && features->coopMatrixBf16 && tapMajor(g)));
     const GemmTile tile = gemmTile(g, pixels, units, weightVec4, coop);
     ConvGemmPush push{};
     push.y = out.buffer->deviceAddress();
@@ -460,6 +470,7 @@ class Conv final : public KernelTemplate {
       for (bool v : {false, true}) all.push_back(&gemmSource(dtype, {64, bn, 8, v}));
     }
     all.push_back(&gemmSource(dtype, {64, 64, 16, true}));
+    if (dtype == DType::BF16) all.push_back(&gemmSource(dtype, kGemmCoopTapTile));
     if (dtype == DType::F16) {
       for (bool v : {false, true}) {
         GemmTile t = kGemmCoopTile;

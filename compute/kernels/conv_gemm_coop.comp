@@ -18,6 +18,10 @@
 // store of a subgroup writes 16 consecutive pixels of two channels; where
 // each pixel goes in y is worked out once per tile (Ypix).
 //
+// BF16_OPERANDS (bf16 tensors, TAP_MAJOR only, DeviceFeatures::coopMatrixBf16):
+// the operands move as the same 16-bit words and the kernel cache makes the
+// fragments bf16 in the SPIR-V (spirv_coop.h).
+//
 // TAP_MAJOR (a conv whose input channels per group are a multiple of BK):
 // K runs over the taps, and inside a tap over the channels, so a K step is
 // BK channels at one tap. A pixel's bounds test and address are then worked
@@ -54,6 +58,13 @@ const uint LA = BM * BK / NT;                     // W elements each invocation 
 const uint LB = BN / TPR;                         // X elements ...
 const uint AS = BK + 8u, BS = BN + 8u;            // row strides (halves) of the shared tiles
 const uint ATILE = BM * AS, BTILE = BK * BS;
+
+// A stored element's 16 bits (f16, or bf16 stored as uint16_t).
+#ifdef BF16_OPERANDS
+#define BITS(x) uint(x)
+#else
+#define BITS(x) packFloat2x16(f16vec2(x, float16_t(0.0)))
+#endif
 
 #ifdef TAP_MAJOR
 const uint UNIT = 2u;                   // halves per element of the shared tiles
@@ -115,9 +126,8 @@ void fetch(uint o0, uint k0, uint t) {
   const uint woff = wg + uint(c0 * WCI + (WH0 + th * WSH) * KW + WW0 + tw * WSW);
   [[unroll]] for (uint j = 0u; j < LAP; ++j) {
     const uint idx = t + NT * j, o = o0 + idx / (BK / 2u), at = woff + (idx % (BK / 2u)) * 2u * uint(WCI);
-    f16vec2 v = f16vec2(0.0);
-    if (o < uint(OG)) v = f16vec2(p.w.v[at + o * uint(WSO)], p.w.v[at + o * uint(WSO) + uint(WCI)]);
-    pa[j] = packFloat2x16(v);
+    pa[j] = 0u;
+    if (o < uint(OG)) pa[j] = BITS(p.w.v[at + o * uint(WSO)]) | BITS(p.w.v[at + o * uint(WSO) + uint(WCI)]) << 16;
   }
   const int c = c0 + int((t / PAIRS) * CPT);
   bool inside[2];
@@ -127,10 +137,10 @@ void fetch(uint o0, uint k0, uint t) {
     at[e] = int(xg) + pbase[e] + dh * W + dw + c * HW;
   }
   [[unroll]] for (uint i = 0u; i < CPT; ++i) {
-    f16vec2 v = f16vec2(0.0);
-    if (inside[0]) v.x = p.x.v[uint(at[0] + int(i) * HW)];
-    if (inside[1]) v.y = p.x.v[uint(at[1] + int(i) * HW)];
-    pb[i] = packFloat2x16(v);
+    uint v = 0u;
+    if (inside[0]) v = BITS(p.x.v[uint(at[0] + int(i) * HW)]);
+    if (inside[1]) v |= BITS(p.x.v[uint(at[1] + int(i) * HW)]) << 16;
+    pb[i] = v;
   }
   c0 += int(BK);
   if (c0 >= K / (KHP * KWP)) {

@@ -197,11 +197,14 @@ TEST_F(ConvConformanceTest, ConvTranspose2dImplicitGemm) {
   checkConv({{2, 8, 3, 3}, {8, 16, 2, 2}, {.stride = {1, 1}}, false, DType::BF16}, true);
 }
 
-// The same shapes in f16: on a device with cooperative matrices they run on
-// tensor cores (conv_gemm_coop.comp), elsewhere on conv_gemm.comp.
-TEST_F(ConvConformanceTest, Conv2dImplicitGemmHalf) {
-  for (const auto& k : implicitGemmCases(DType::F16)) checkConv(k, false);
-  for (const auto& k : implicitGemmTransposedCases(DType::F16)) checkConv(k, true);
+// The same shapes in f16 and bf16: on a device with cooperative matrices
+// they run on tensor cores (conv_gemm_coop.comp; bf16 where K runs over taps
+// first, with 32 or 64 input channels per group), elsewhere on conv_gemm.comp.
+TEST_F(ConvConformanceTest, Conv2dImplicitGemmHalfAndBfloat) {
+  for (DType dtype : {DType::F16, DType::BF16}) {
+    for (const auto& k : implicitGemmCases(dtype)) checkConv(k, false);
+    for (const auto& k : implicitGemmTransposedCases(dtype)) checkConv(k, true);
+  }
 }
 
 TEST_F(ConvConformanceTest, Conv2dKnownValuesAndAttrForms) {
