@@ -8,6 +8,7 @@
 
 #include <fstream>
 #include <iterator>
+#include <stdexcept>
 
 #include "compute/device.h"
 #include "compute/spirv_coop.h"
@@ -167,7 +168,12 @@ const vk::raii::Pipeline& KernelCache::pipeline(const KernelSource& source) {
   auto words = spirv(source);
   if (device_.info().features.coopMatrixKhr && usesNvCooperativeMatrix(words)) {
     const bool bf16 = source.glsl.find("#define " + std::string(kBf16OperandsDefine) + "\n") != std::string::npos;
-    words = nvToKhrCooperativeMatrix(words, bf16);
+    try {
+      words = nvToKhrCooperativeMatrix(words, bf16);
+    } catch (const std::invalid_argument& e) {
+      throw ComputeError(ComputeError::Kind::kUnsupported,
+                         "kernel '" + source.name + "' cannot run through VK_KHR_cooperative_matrix: " + e.what());
+    }
   }
   vk::raii::ShaderModule module(device_.device(), {.codeSize = words.size() * 4, .pCode = words.data()});
   vk::ComputePipelineCreateInfo info{
