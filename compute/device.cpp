@@ -346,9 +346,10 @@ Device::Device(const std::string& selector, spdlog::logger& log)
   auto maint3 = physical_.getProperties2<vk::PhysicalDeviceProperties2, vk::PhysicalDeviceMaintenance3Properties>();
   info_.maxAllocationBytes = maint3.get<vk::PhysicalDeviceMaintenance3Properties>().maxMemoryAllocationSize;
 
-  log.info("vulkan device: {} ({}, {}, Vulkan {}, {} MiB device-local; int64 {}, 16-bit storage {}, 8-bit storage {}, "
-           "f16 cooperative matrix {}, bf16 {})",
-           info_.name, info_.kind, info_.driver, info_.apiVersion, info_.memoryBytes >> 20, info_.features.int64,
+  log.info("vulkan device: {} ({}, {}, Vulkan {}, {} MiB device-local, {} KiB shared memory per workgroup; int64 {}, "
+           "16-bit storage {}, 8-bit storage {}, f16 cooperative matrix {}, bf16 {})",
+           info_.name, info_.kind, info_.driver, info_.apiVersion, info_.memoryBytes >> 20,
+           limits_.maxComputeSharedMemorySize >> 10, info_.features.int64,
            info_.features.storage16, info_.features.storage8,
            !info_.features.coopMatrixF16 ? "no" : info_.features.coopMatrixKhr ? "KHR" : "NV",
            info_.features.coopMatrixBf16);
