@@ -243,20 +243,23 @@ bool coopBf16Usable(const vk::raii::Instance& instance, const vk::raii::Physical
 }
 
 // Whether the device can run kernels/matmul_coop.comp and conv_gemm_coop.comp
-// at all: the 32-wide subgroups their tiling assumes and the shader features
-// their SPIR-V declares.
+// at all: the 32-wide subgroups their tiling assumes, the shared memory of
+// their largest tile (conv_gemm_coop.comp's 64x256 tap-major one: 44 KiB)
+// and the shader features their SPIR-V declares.
 bool coopShadersUsable(const vk::raii::PhysicalDevice& pd) {
   auto features = pd.getFeatures2<vk::PhysicalDeviceFeatures2, vk::PhysicalDeviceVulkan12Features>();
   const auto& have12 = features.get<vk::PhysicalDeviceVulkan12Features>();
   auto props = pd.getProperties2<vk::PhysicalDeviceProperties2, vk::PhysicalDeviceVulkan11Properties>();
   const auto& p11 = props.get<vk::PhysicalDeviceVulkan11Properties>();
+  constexpr uint32_t kTileSharedBytes = 44 << 10;
   return have12.shaderFloat16 && have12.vulkanMemoryModel && p11.subgroupSize == 32 &&
+         props.get<vk::PhysicalDeviceProperties2>().properties.limits.maxComputeSharedMemorySize >= kTileSharedBytes &&
          (p11.subgroupSupportedStages & vk::ShaderStageFlagBits::eCompute);
 }
 
 // Turns on what the kernels use where the device has it: 64-bit integers,
 // 8/16-bit storage (f16, bf16, u8, bool tensors), float atomics and
-// cooperative matrices (f16 matmul).
+// cooperative matrices (f16 and bf16 matmul and conv).
 vk::raii::Device makeDevice(const vk::raii::Instance& instance, const vk::raii::PhysicalDevice& pd, uint32_t family,
                             DeviceFeatures* enabled) {
   float priority = 1.0f;

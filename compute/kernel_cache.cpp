@@ -150,9 +150,22 @@ std::vector<uint32_t> KernelCache::compile(const std::string& name, const std::s
   return spirv(KernelSource{name, glsl});
 }
 
-vk::raii::Pipeline KernelCache::createPipeline(const std::vector<uint32_t>& spirv,
+std::vector<uint32_t> KernelCache::forDevice(const std::string& name, std::vector<uint32_t> spirv, bool bf16) const {
+  if (!device_.info().features.coopMatrixKhr) return spirv;
+  try {
+    if (!usesNvCooperativeMatrix(spirv)) return spirv;
+    return nvToKhrCooperativeMatrix(spirv, bf16);
+  } catch (const std::invalid_argument& e) {
+    throw ComputeError(ComputeError::Kind::kUnsupported,
+                       "kernel '" + name + "' cannot run through VK_KHR_cooperative_matrix: " + e.what());
+  }
+}
+
+vk::raii::Pipeline KernelCache::createPipeline(const std::vector<uint32_t>& original,
                                                const vk::raii::PipelineLayout& layout) {
   std::lock_guard lock(mu_);
+  // A user kernel written for the NV extension runs through KHR where that is what the device enabled.
+  const std::vector<uint32_t> spirv = forDevice("user kernel", original, false);
   vk::raii::ShaderModule module = vkCall("vkCreateShaderModule", [&] {
     return vk::raii::ShaderModule(device_.device(), {.codeSize = spirv.size() * 4, .pCode = spirv.data()});
   });
@@ -166,15 +179,8 @@ const vk::raii::Pipeline& KernelCache::pipeline(const KernelSource& source) {
   auto& slot = pipelines_[&source];
   if (slot) return *slot;
   auto words = spirv(source);
-  if (device_.info().features.coopMatrixKhr && usesNvCooperativeMatrix(words)) {
-    const bool bf16 = source.glsl.find("#define " + std::string(kBf16OperandsDefine) + "\n") != std::string::npos;
-    try {
-      words = nvToKhrCooperativeMatrix(words, bf16);
-    } catch (const std::invalid_argument& e) {
-      throw ComputeError(ComputeError::Kind::kUnsupported,
-                         "kernel '" + source.name + "' cannot run through VK_KHR_cooperative_matrix: " + e.what());
-    }
-  }
+  const bool bf16 = source.glsl.find("#define " + std::string(kBf16OperandsDefine) + "\n") != std::string::npos;
+  words = forDevice(source.name, std::move(words), bf16);
   vk::raii::ShaderModule module(device_.device(), {.codeSize = words.size() * 4, .pCode = words.data()});
   vk::ComputePipelineCreateInfo info{
       .stage = {.stage = vk::ShaderStageFlagBits::eCompute, .module = *module, .pName = "main"},

@@ -44,6 +44,10 @@ class KernelCache {
 
  private:
   std::vector<uint32_t> spirv(const KernelSource& source);
+  // The SPIR-V as this device runs it: NV cooperative matrices rewritten to
+  // the KHR extension where the device enabled that one (spirv_coop.h).
+  // Throws ComputeError (unsupported) naming `name` if they cannot be.
+  std::vector<uint32_t> forDevice(const std::string& name, std::vector<uint32_t> spirv, bool bf16) const;
 
   const Device& device_;
   std::filesystem::path cacheDir_;

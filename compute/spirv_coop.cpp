@@ -1,5 +1,7 @@
 #include "compute/spirv_coop.h"
 
+#include <algorithm>
+#include <array>
 #include <cstring>
 #include <map>
 #include <set>
@@ -12,6 +14,8 @@ namespace {
 // Opcodes and operands from the SPIR-V registry (Debian 12's SPIR-V headers
 // predate the KHR extension).
 enum : uint32_t {
+  kOpName = 5,
+  kOpMemberName = 6,
   kOpExtension = 10,
   kOpCapability = 17,
   kOpTypeInt = 21,
@@ -21,6 +25,7 @@ enum : uint32_t {
   kOpConstant = 43,
   kOpSpecConstant = 50,
   kOpDecorate = 71,
+  kOpMemberDecorate = 72,
   kDecorationSpecId = 1,
   kCapabilityNv = 5357,
   kOpTypeNv = 5358,
@@ -56,7 +61,7 @@ std::vector<uint32_t> stringWords(std::string_view s) {
 
 std::string_view stringAt(const uint32_t* words, size_t n) {
   const char* c = reinterpret_cast<const char*>(words);
-  return std::string_view(c, strnlen(c, n * 4));
+  return std::string_view(c, size_t(std::find(c, c + n * 4, '\0') - c));
 }
 
 // Calls f(offset, opcode, words) for every instruction after the header.
@@ -86,6 +91,8 @@ std::vector<uint32_t> nvToKhrCooperativeMatrix(const std::vector<uint32_t>& spir
   std::set<uint32_t> trueIds, falseIds, specConstants, accumulators;
   std::map<uint32_t, uint32_t> scopeOf;  // NV matrix type -> its scope's id
   std::map<uint32_t, uint32_t> floatWidth;
+  std::map<uint32_t, uint32_t> valueType;          // result id -> its type, for every instruction that has both
+  std::vector<std::array<uint32_t, 3>> products;  // each multiply-add's a, b, c
   uint32_t intType = 0;
   size_t intTypeAt = 0, firstMatrixAt = 0;
   forEachInstruction(spirv, [&](size_t at, uint32_t op, size_t n) {
@@ -103,8 +110,17 @@ std::vector<uint32_t> nvToKhrCooperativeMatrix(const std::vector<uint32_t>& spir
         scopeOf[w[1]] = w[3];
         if (firstMatrixAt == 0) firstMatrixAt = at;
         break;
-      case kOpMulAddNv: accumulators.insert(w[1]); break;
+      case kOpMulAddNv:
+        if (n < 6) throw std::invalid_argument("OpCooperativeMatrixMulAddNV with fewer than 5 operands");
+        accumulators.insert(w[1]);
+        products.push_back({w[3], w[4], w[5]});
+        break;
       default: break;
+    }
+    // Instructions with a result type have it in word 1 and their result in
+    // word 2; names and decorations are the others that can name a type there.
+    if (n >= 3 && op != kOpName && op != kOpMemberName && op != kOpDecorate && op != kOpMemberDecorate) {
+      valueType.emplace(w[2], w[1]);  // a result is defined before any use of it
     }
   });
   if (scopeOf.empty()) return spirv;
@@ -122,6 +138,20 @@ std::vector<uint32_t> nvToKhrCooperativeMatrix(const std::vector<uint32_t>& spir
     if (accumulators.count(type)) useOf[type] = c2;
     else if (specConstants.count(scope)) useOf[type] = c1, scopesToFix.insert(scope);
     else useOf[type] = c0;
+  }
+  // Every product must take an A, a B and an accumulator, as the rewrite
+  // assigned them: a kernel whose A and B fragments share a type cannot be
+  // told apart (see spirv_coop.h).
+  for (const auto& operands : products) {
+    for (size_t k = 0; k < 3; ++k) {
+      auto type = valueType.find(operands[k]);
+      if (type == valueType.end() || useOf.count(type->second) == 0) continue;  // not traced back to a type
+      if (useOf.at(type->second) != c0 + uint32_t(k)) {
+        throw std::invalid_argument(std::string("operand ") + "abc"[k] + " of a multiply-add has a matrix type used as " +
+                                    (useOf.at(type->second) == c0 ? "A" : useOf.at(type->second) == c1 ? "B" : "C") +
+                                    "; give the B fragments a type of their own (a specialization-constant scope)");
+      }
+    }
   }
   auto layout = [&](uint32_t columnMajor) {
     if (trueIds.count(columnMajor)) return c1;

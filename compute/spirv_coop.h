@@ -29,8 +29,10 @@ bool usesNvCooperativeMatrix(const std::vector<uint32_t>& spirv);
 inline constexpr std::string_view kBf16OperandsDefine = "BF16_OPERANDS";
 
 // The module rewritten to the KHR extension. Throws std::invalid_argument
-// naming what it cannot rewrite (a column-major flag that is not a constant,
-// no 32-bit integer type to build the KHR operands from).
+// naming what it cannot rewrite: a multiply-add whose operand types do not
+// have the roles above (A and B fragments of one type), a column-major flag
+// that is not a constant, no 32-bit integer type to build the KHR operands
+// from.
 std::vector<uint32_t> nvToKhrCooperativeMatrix(const std::vector<uint32_t>& spirv, bool bf16Operands = false);
 
 }  // namespace tensord::compute

@@ -1,10 +1,11 @@
-// Tensor-core path of the implicit-GEMM convolution for f16
-// (VK_NV_cooperative_matrix, accumulating in f32): the same GEMM as
+// Tensor-core path of the implicit-GEMM convolution for f16 and bf16
+// (cooperative matrices, accumulating in f32): the same GEMM as
 // conv_gemm.comp, Y[o, m] = sum over k of W[o, k] * X[k, m] per group and
 // output phase, with the same push constants, meta words and workgroup grid
 // (x over pixel tiles, y over channel tiles, z over phase * G + g);
 // template_conv.cpp chooses it for f16 on devices that report the 16x16x16
-// f16 -> f32 subgroup product (DeviceFeatures::coopMatrixF16).
+// f16 -> f32 subgroup product (DeviceFeatures::coopMatrixF16), and for bf16
+// as BF16_OPERANDS below says.
 //
 // A workgroup of NT invocations (NT / 32 subgroups in a WARPS_M x WARPS_N
 // grid, each owning WM x WN outputs as 16x16 f32 accumulator fragments)
@@ -84,7 +85,8 @@ float16_t pb[LB];
 #endif
 #ifdef TAP_MAJOR
 // One 16x16 f32 fragment per subgroup on its way out, in As (free by then;
-// BM * (BK + 8) / 2 words: at least 256 per subgroup for the tiles used).
+// BM * (BK + 8) words, at least the 256 per subgroup this needs for the
+// tiles template_conv.cpp uses).
 #define Cs As
 #define CS_LOAD(i) uintBitsToFloat(As[i])
 #else

@@ -164,6 +164,7 @@ std::vector<ConvCase> implicitGemmCases(DType dtype) {
       // 32 and 64 input channels per group: the tensor-core kernel's K runs over taps, then channels
       {{2, 64, 9, 11}, {40, 64, 3, 3}, A{.stride = {1, 2}, .padding = {1, 1}}, true, dtype},
       {{1, 64, 7, 7}, {34, 32, 3, 3}, A{.padding = {2, 1}, .dilation = {2, 2}, .groups = 2}, false, dtype},
+      {{2, 64, 20, 20}, {130, 64, 3, 3}, A{.padding = {1, 1}}, true, dtype},  // 3 x 4 tiles of 64 x 256
   };
 }
 

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -29,6 +30,9 @@ struct Module {
   std::map<uint32_t, uint32_t> floatWidth;       // OpTypeFloat -> width
   std::set<uint32_t> bf16Types;                  // OpTypeFloat 16 with the BFloat16 encoding
   std::set<uint32_t> mulAddResultTypes, specIdTargets, scopes;
+  std::map<uint32_t, uint32_t> valueType;                  // result id -> type, where word 1 is a matrix type
+  std::vector<std::array<uint32_t, 3>> products;           // each multiply-add's a, b, c
+  std::vector<std::pair<uint32_t, uint32_t>> layoutStride;  // each load's and store's (layout, stride) operands
   uint32_t maxId = 0, bound = 0;
 };
 
@@ -51,7 +55,13 @@ Module parse(const std::vector<uint32_t>& w) {
       m.scopes.insert(w[at + 3]);
       m.matrixUse[w[at + 1]] = m.constants.at(w[at + 6]);
     }
-    if (op == 4459) m.mulAddResultTypes.insert(w[at + 1]);
+    if (op == 4459) {
+      m.mulAddResultTypes.insert(w[at + 1]);
+      m.products.push_back({w[at + 3], w[at + 4], w[at + 5]});
+    }
+    if (op == 4457) m.layoutStride.emplace_back(w[at + 4], w[at + 5]);
+    if (op == 4458) m.layoutStride.emplace_back(w[at + 3], w[at + 4]);
+    if (n >= 3 && m.matrixUse.count(w[at + 1]) && op != 71 && op != 5) m.valueType.emplace(w[at + 2], w[at + 1]);
     at += n;
   }
   return m;
@@ -103,6 +113,22 @@ TEST(SpirvCoopTest, EveryTensorCoreKernelRewritesToTheKhrExtension) {
     EXPECT_EQ(uses[0], 1);
     EXPECT_EQ(uses[1], 1);
     EXPECT_EQ(uses[2], 1);
+    // Each product takes an A, a B and an accumulator, in that order.
+    ASSERT_FALSE(m.products.empty());
+    for (const auto& operands : m.products) {
+      for (uint32_t k = 0; k < 3; ++k) {
+        ASSERT_TRUE(m.valueType.count(operands[k])) << "operand " << k << " traced to a matrix type";
+        EXPECT_EQ(m.matrixUse.at(m.valueType.at(operands[k])), k) << "operand " << k << " of a product";
+      }
+    }
+    // Loads and stores: the memory layout is one of the new constants (0 or
+    // 1, ids past the NV module's bound), the stride is not.
+    const uint32_t nvBound = parse(nv).bound;
+    ASSERT_FALSE(m.layoutStride.empty());
+    for (const auto& [layout, stride] : m.layoutStride) {
+      EXPECT_TRUE(layout == nvBound || layout == nvBound + 1) << "layout operand " << layout;
+      EXPECT_LT(stride, nvBound) << "stride operand " << stride;
+    }
     for (uint32_t scope : m.scopes) {
       EXPECT_EQ(m.constants.at(scope), 3u) << "subgroup scope, a plain constant";
       EXPECT_FALSE(m.specIdTargets.count(scope)) << "no specialization id left on a scope";
@@ -118,7 +144,9 @@ TEST(SpirvCoopTest, Bf16KernelsGetBf16Operands) {
     if (source->glsl.find(marker) == std::string::npos) continue;
     SCOPED_TRACE(source->name);
     ++checked;
-    const Module m = parse(nvToKhrCooperativeMatrix(compileGlsl(source->name, source->glsl), true));
+    const std::vector<uint32_t> nv = compileGlsl(source->name, source->glsl);
+    const Module m = parse(nvToKhrCooperativeMatrix(nv, true));
+    EXPECT_EQ(m.bound, parse(nv).bound + 4);
     EXPECT_TRUE(m.capabilities.count(5116) && m.capabilities.count(5118)) << "BFloat16 type and matrix capabilities";
     EXPECT_NE(std::find(m.extensions.begin(), m.extensions.end(), "SPV_KHR_bfloat16"), m.extensions.end());
     ASSERT_EQ(m.bf16Types.size(), 1u);
@@ -137,6 +165,35 @@ TEST(SpirvCoopTest, ModulesWithoutCooperativeMatricesStayAsTheyAre) {
   const std::vector<uint32_t> plain = compileGlsl("plain", glsl);
   EXPECT_FALSE(usesNvCooperativeMatrix(plain));
   EXPECT_EQ(nvToKhrCooperativeMatrix(plain), plain);
+}
+
+// A kernel whose A and B fragments share one type cannot say which is B:
+// the rewrite refuses it rather than write a product with two A operands.
+TEST(SpirvCoopTest, FragmentsSharingATypeAreRefused) {
+  const std::string glsl = R"(#version 460
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_NV_cooperative_matrix : require
+layout(local_size_x = 32) in;
+const int kScope = 3;  // subgroup
+layout(std430, binding = 0) buffer H { float16_t h[]; };
+layout(std430, binding = 1) buffer F { float f[]; };
+void main() {
+  fcoopmatNV<16, kScope, 16, 16> a, b;
+  fcoopmatNV<32, kScope, 16, 16> c = fcoopmatNV<32, kScope, 16, 16>(0.0);
+  coopMatLoadNV(a, h, 0, 16, false);
+  coopMatLoadNV(b, h, 256, 16, false);
+  c = coopMatMulAddNV(a, b, c);
+  coopMatStoreNV(c, f, 0, 16, false);
+}
+)";
+  const std::vector<uint32_t> nv = compileGlsl("shared type", glsl);
+  ASSERT_TRUE(usesNvCooperativeMatrix(nv));
+  try {
+    nvToKhrCooperativeMatrix(nv);
+    FAIL() << "rewritten although B cannot be told from A";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("operand b of a multiply-add"), std::string::npos) << e.what();
+  }
 }
 
 TEST(SpirvCoopTest, TruncatedModulesAreRefused) {
