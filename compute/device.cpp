@@ -183,7 +183,7 @@ bool coopNvUsable(const vk::raii::PhysicalDevice& pd) {
   auto products = coopMatrixProducts(pd);
   bool product = std::any_of(products.begin(), products.end(), [](const vk::CooperativeMatrixPropertiesNV& p) {
     return isProduct(p.MSize, p.NSize, p.KSize, VkComponentTypeNV(p.AType), VkComponentTypeNV(p.BType),
-                        VkComponentTypeNV(p.CType), VkComponentTypeNV(p.DType), VkScopeNV(p.scope));
+                     VkComponentTypeNV(p.CType), VkComponentTypeNV(p.DType), VkScopeNV(p.scope));
   });
   if (!product) return false;
   return pd.getFeatures2<vk::PhysicalDeviceFeatures2, vk::PhysicalDeviceCooperativeMatrixFeaturesNV>()
@@ -214,31 +214,32 @@ std::string productsStr(const std::vector<CoopProductKhr>& products) {
   return productsStr(nv);
 }
 
-// ... and whether the KHR extension does.
-bool coopKhrUsable(const vk::raii::Instance& instance, const vk::raii::PhysicalDevice& pd) {
+// Whether the KHR extension offers the 16x16x16 product of `operand` A and B into f32.
+bool coopKhrOffers(const vk::raii::Instance& instance, const vk::raii::PhysicalDevice& pd, VkComponentTypeNV operand) {
   auto products = coopKhrProducts(instance, pd);
-  bool product = std::any_of(products.begin(), products.end(), [](const CoopProductKhr& p) {
-    return isProduct(p.MSize, p.NSize, p.KSize, p.AType, p.BType, p.CType, p.ResultType, p.scope);
+  return std::any_of(products.begin(), products.end(), [&](const CoopProductKhr& p) {
+    return isProduct(p.MSize, p.NSize, p.KSize, p.AType, p.BType, p.CType, p.ResultType, p.scope, operand);
   });
-  if (!product) return false;
-  CoopFeaturesKhr coop;
-  VkPhysicalDeviceFeatures2 features{.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &coop};
-  pd.getDispatcher()->vkGetPhysicalDeviceFeatures2(*pd, &features);
-  return coop.cooperativeMatrix;
 }
 
-// Whether the KHR extension's bf16 product into f32 can run, with the
-// bfloat16 type and its cooperative matrices.
-bool coopBf16Usable(const vk::raii::Instance& instance, const vk::raii::PhysicalDevice& pd) {
-  if (!hasExtension(pd, kBf16Extension)) return false;
-  auto products = coopKhrProducts(instance, pd);
-  bool product = std::any_of(products.begin(), products.end(), [](const CoopProductKhr& p) {
-    return isProduct(p.MSize, p.NSize, p.KSize, p.AType, p.BType, p.CType, p.ResultType, p.scope, kComponentBf16);
-  });
-  if (!product) return false;
-  Bf16FeaturesKhr bf16;
-  VkPhysicalDeviceFeatures2 features{.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &bf16};
+// A feature structure the headers lack, as the device fills it in.
+template <typename Features>
+Features featuresOf(const vk::raii::PhysicalDevice& pd) {
+  Features f;
+  VkPhysicalDeviceFeatures2 features{.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &f};
   pd.getDispatcher()->vkGetPhysicalDeviceFeatures2(*pd, &features);
+  return f;
+}
+
+// ... whether the KHR extension offers it in f16 ...
+bool coopKhrUsable(const vk::raii::Instance& instance, const vk::raii::PhysicalDevice& pd) {
+  return coopKhrOffers(instance, pd, VK_COMPONENT_TYPE_FLOAT16_NV) && featuresOf<CoopFeaturesKhr>(pd).cooperativeMatrix;
+}
+
+// ... and in bf16, with the bfloat16 type and its cooperative matrices.
+bool coopBf16Usable(const vk::raii::Instance& instance, const vk::raii::PhysicalDevice& pd) {
+  if (!hasExtension(pd, kBf16Extension) || !coopKhrOffers(instance, pd, kComponentBf16)) return false;
+  const auto bf16 = featuresOf<Bf16FeaturesKhr>(pd);
   return bf16.shaderBFloat16Type && bf16.shaderBFloat16CooperativeMatrix;
 }
 

@@ -111,7 +111,7 @@ struct GemmTile {
   int bm = 64, bn = 64;      // output channels x pixels per workgroup
   int bk = 8;                // K step
   bool weightVec4 = false;   // weight rows contiguous along K, K a multiple of 4, aligned
-  bool coop = false;         // f16 on tensor cores (kernels/conv_gemm_coop.comp)
+  bool coop = false;         // f16/bf16 on tensor cores (kernels/conv_gemm_coop.comp)
   bool tapMajor = false;     // ... K over taps, then channels (input channels a multiple of bk)
   int wm = 32, wn = 32;      // ... each subgroup's outputs
 };

@@ -121,9 +121,10 @@ struct CoopConfig {
 // makes them bf16 in the SPIR-V (spirv_coop.h, kBf16OperandsDefine).
 const KernelSource& coopSource(DType dtype, const CoopConfig& c) {
   static KernelVariants variants;
-  std::string key = "matmul|" + std::string(dtypeName(dtype)) + "|coop" + std::to_string(c.bm) + "x" + std::to_string(c.bn) + "x" +
-                    std::to_string(c.bk) + "|w" + std::to_string(c.wm) + "x" + std::to_string(c.wn) + "|g" +
-                    std::to_string(c.group) + (c.single ? "|s1" : "|s2") + (c.transB ? "|bt" : "|bn");
+  std::string key = "matmul|" + std::string(dtypeName(dtype)) + "|coop" + std::to_string(c.bm) + "x" +
+                    std::to_string(c.bn) + "x" + std::to_string(c.bk) + "|w" + std::to_string(c.wm) + "x" +
+                    std::to_string(c.wn) + "|g" + std::to_string(c.group) + (c.single ? "|s1" : "|s2") +
+                    (c.transB ? "|bt" : "|bn");
   return variants.get(key, [&] {
     GlslBuilder b(dtype);
     b.input("a", dtype).input("b", dtype).input("c", dtype).output("y", dtype);
