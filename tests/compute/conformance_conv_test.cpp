@@ -159,6 +159,8 @@ std::vector<ConvCase> implicitGemmCases(DType dtype) {
       {{2, 8, 9, 9}, {70, 4, 3, 3}, A{.padding = {1, 1}, .groups = 2}, true, dtype},           // 35 per group: tiles cut
       {{1, 16, 7, 7}, {130, 16, 2, 2}, A{}, true, dtype},                                      // 130 channels, 2 tile rows
       {{2, 16, 80, 80}, {256, 16, 1, 1}, A{}, false, dtype},                                   // 128-pixel tiles
+      {{2, 32, 80, 80}, {256, 16, 1, 1}, A{.groups = 2}, false, dtype},                        // ... in 2 groups
+      {{3, 32, 8, 8}, {64, 32, 1, 1}, A{.dilation = {2, 3}}, true, dtype},  // 1x1 with bias on whole tiles
       {{1, 96, 34, 34}, {1536, 2, 3, 3}, A{.groups = 48}, true, dtype},  // ... in 48 groups, K = 18: scalar weights
       {{2, 40, 9, 11}, {64, 40, 3, 3}, A{.padding = {1, 1}}, true, dtype},  // K = 360: many K steps, a partial last one
       // 32 and 64 input channels per group: the tensor-core kernel's K runs over taps, then channels

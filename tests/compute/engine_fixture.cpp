@@ -45,7 +45,14 @@ void EngineTest::SetUpTestSuite() {
 void EngineTest::TearDownTestSuite() {}
 
 std::mt19937& EngineTest::rng() {
+  // Reseeded when a new test draws: a test's inputs are the same whatever
+  // ran before it in this process, as when ctest runs it alone.
   static std::mt19937 gen(1234);
+  static const ::testing::TestInfo* drawing = nullptr;
+  if (const auto* test = ::testing::UnitTest::GetInstance()->current_test_info(); test != drawing) {
+    drawing = test;
+    gen.seed(1234);
+  }
   return gen;
 }
 
