@@ -21,6 +21,7 @@
 #include <functional>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <future>
 #include <string>
@@ -171,7 +172,8 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--filter") && i + 1 < argc) filter = argv[++i];
   }
   auto log = spdlog::stderr_color_mt("op_bench");
-  log->set_level(spdlog::level::warn);
+  // TENSORD_PIPELINE_STATS logs each kernel's statistics at info level.
+  log->set_level(std::getenv("TENSORD_PIPELINE_STATS") != nullptr ? spdlog::level::info : spdlog::level::warn);
   EngineOptions options;
   options.logger = log;
   Engine engine(options);

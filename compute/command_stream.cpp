@@ -1,5 +1,7 @@
 #include "compute/command_stream.h"
 
+#include <chrono>
+#include <cstdlib>
 #include <future>
 
 #include "compute/allocator.h"
@@ -19,6 +21,39 @@ constexpr auto kWorkStages = vk::PipelineStageFlagBits::eComputeShader | vk::Pip
 constexpr auto kWriteAccess = vk::AccessFlagBits::eShaderWrite | vk::AccessFlagBits::eTransferWrite;
 constexpr auto kAllAccess = vk::AccessFlagBits::eShaderRead | vk::AccessFlagBits::eShaderWrite |
                             vk::AccessFlagBits::eTransferRead | vk::AccessFlagBits::eTransferWrite;
+
+// A polling time: `variable`'s value in microseconds where it is set (0: no
+// polling), else `onGpu`, and none on CPU devices, where the polling thread
+// would take a core from the work it waits for.
+std::chrono::nanoseconds spinFor(const Device& device, const char* variable, std::chrono::microseconds onGpu) {
+  if (const char* env = std::getenv(variable)) return std::chrono::microseconds(std::strtoul(env, nullptr, 10));
+  return device.info().kind == "cpu" ? std::chrono::nanoseconds(0) : std::chrono::nanoseconds(onGpu);
+}
+
+// How long the completion thread polls a batch's fence before it blocks in
+// vkWaitForFences: a tiny op's batch is done within microseconds, and a
+// blocking wait adds the driver's wake-up (an interrupt and a scheduler
+// round) to every such round trip.
+std::chrono::nanoseconds completionSpin(const Device& device) {
+  return spinFor(device, "TENSORD_COMPLETION_SPIN_US", std::chrono::microseconds(100));
+}
+
+// How long the submit thread, done with a batch, polls for the next job
+// before it sleeps: a client waiting for each call sends its next one a
+// round trip later, and waking a sleeping thread costs the call a futex wake
+// and a scheduler round.
+std::chrono::nanoseconds submitSpin(const Device& device) {
+  return spinFor(device, "TENSORD_SUBMIT_SPIN_US", std::chrono::microseconds(200));
+}
+
+// A polling loop's pause: kinder to the other hyperthread and to the bus.
+inline void cpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
 
 }  // namespace
 
@@ -105,6 +140,8 @@ CommandStream::CommandStream(const Device& device, KernelCache& kernels, Caching
       kernels_(kernels),
       allocator_(allocator),
       deviceTimes_(std::move(deviceTimes)),
+      completionSpin_(completionSpin(device)),
+      submitSpin_(submitSpin(device)),
       fairSharing_(fairSharing),
       queue_(kBatchLimits) {
   // timestampComputeAndGraphics promises timestamps on every compute queue;
@@ -175,6 +212,10 @@ void CommandStream::waitIdle() {
 void CommandStream::submitLoop() {
   for (;;) {
     Frame* frame = nullptr;
+    if (submitSpin_.count() > 0 && queued_.load(std::memory_order_relaxed) == 0) {
+      const auto until = std::chrono::steady_clock::now() + submitSpin_;
+      while (queued_.load(std::memory_order_relaxed) == 0 && std::chrono::steady_clock::now() < until) cpuRelax();
+    }
     {
       std::unique_lock lock(mu_);
       wake_.wait(lock, [&] {
@@ -287,6 +328,11 @@ void CommandStream::record(Frame& frame) {
 void CommandStream::complete(Frame& frame) {
   if (frame.submitted) {
     try {
+      const auto until = std::chrono::steady_clock::now() + completionSpin_;
+      while (completionSpin_.count() > 0 && frame.fence.getStatus() == vk::Result::eNotReady &&
+             std::chrono::steady_clock::now() < until) {
+        cpuRelax();
+      }
       checkVk(device_.device().waitForFences(*frame.fence, true, UINT64_MAX), "vkWaitForFences");
       device_.device().resetFences(*frame.fence);
     } catch (...) {

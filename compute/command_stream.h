@@ -8,6 +8,7 @@
 // small ops share a submit and the device does not wait for the host.
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -132,6 +133,8 @@ class CommandStream {
   const DeviceTimeObserver deviceTimes_;
   uint32_t timestampBits_ = 0;    // valid bits of the queue's timestamps; 0 = none
   double timestampPeriodNs_ = 0;  // nanoseconds per timestamp tick
+  const std::chrono::nanoseconds completionSpin_;  // fence polling before a blocking wait
+  const std::chrono::nanoseconds submitSpin_;      // polling for work before sleeping
 
   std::mutex mu_;
   std::condition_variable wake_;  // work queued, a frame freed, or stopping

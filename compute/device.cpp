@@ -295,7 +295,18 @@ vk::raii::Device makeDevice(const vk::raii::Instance& instance, const vk::raii::
     enabled->robustBufferAccess2 = have.robustBufferAccess &&
                                    robust.get<vk::PhysicalDeviceRobustness2FeaturesEXT>().robustBufferAccess2;
   }
-  vk::PhysicalDeviceRobustness2FeaturesEXT robust2{.pNext = coopFeatures,
+  // Pipeline statistics for kernel tuning, on request only (capturing them
+  // may cost the driver time at pipeline creation).
+  enabled->pipelineStats = std::getenv("TENSORD_PIPELINE_STATS") != nullptr &&
+                           hasExtension(pd, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME) &&
+                           pd.getFeatures2<vk::PhysicalDeviceFeatures2,
+                                           vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR>()
+                               .get<vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR>()
+                               .pipelineExecutableInfo;
+  vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR statsFeatures{.pNext = coopFeatures,
+                                                                          .pipelineExecutableInfo = true};
+  void* beforeRobust = enabled->pipelineStats ? static_cast<void*>(&statsFeatures) : coopFeatures;
+  vk::PhysicalDeviceRobustness2FeaturesEXT robust2{.pNext = beforeRobust,
                                                    .robustBufferAccess2 = enabled->robustBufferAccess2};
   // Only chained with its extension enabled.
   void* afterV12 = enabled->robustBufferAccess2 ? static_cast<void*>(&robust2) : robust2.pNext;
@@ -313,6 +324,7 @@ vk::raii::Device makeDevice(const vk::raii::Instance& instance, const vk::raii::
   if (enabled->coopMatrixBf16) extensions.push_back(kBf16Extension);
   if (enabled->pushDescriptors) extensions.push_back(VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
   if (enabled->robustBufferAccess2) extensions.push_back(VK_EXT_ROBUSTNESS_2_EXTENSION_NAME);
+  if (enabled->pipelineStats) extensions.push_back(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
   vk::DeviceCreateInfo info{.pNext = &features,
                             .queueCreateInfoCount = 1,
                             .pQueueCreateInfos = &queueInfo,
@@ -362,6 +374,10 @@ Device::Device(const std::string& selector, spdlog::logger& log)
   }
   if (hasExtension(physical_, kCoopKhrExtension)) {
     log.info("cooperative matrix products (KHR): {}", productsStr(coopKhrProducts(instance_, physical_)));
+  }
+  if (std::getenv("TENSORD_PIPELINE_STATS") != nullptr && !info_.features.pipelineStats) {
+    log.warn("TENSORD_PIPELINE_STATS is set but the device has no VK_KHR_pipeline_executable_properties: "
+             "no kernel statistics");
   }
 }
 

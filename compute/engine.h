@@ -82,6 +82,11 @@ struct DeviceFeatures {
   // an out-of-range access then stays inside the bound range of one tensor.
   bool pushDescriptors = false;
   bool robustBufferAccess2 = false;
+  // VK_KHR_pipeline_executable_properties, turned on only when
+  // TENSORD_PIPELINE_STATS is set: each built-in kernel's pipeline then logs
+  // the driver's statistics (registers, shared memory, stack), for tuning
+  // kernels (docs/design.md, "Kernels are .comp files").
+  bool pipelineStats = false;
 };
 
 struct DeviceInfo {

@@ -6,6 +6,8 @@
 #include <openssl/sha.h>
 #include <spdlog/spdlog.h>
 
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <stdexcept>
@@ -80,6 +82,68 @@ vk::raii::PipelineCache makePipelineCache(const Device& device, const fs::path& 
   } catch (const vk::SystemError&) {
     log.warn("ignoring unusable pipeline cache file");
     return vk::raii::PipelineCache(device.device(), vk::PipelineCacheCreateInfo{});
+  }
+}
+
+// One statistic's value as text.
+std::string statValue(const vk::PipelineExecutableStatisticKHR& s) {
+  switch (s.format) {
+    case vk::PipelineExecutableStatisticFormatKHR::eBool32:
+      return s.value.b32 ? "true" : "false";
+    case vk::PipelineExecutableStatisticFormatKHR::eInt64:
+      return std::to_string(s.value.i64);
+    case vk::PipelineExecutableStatisticFormatKHR::eUint64:
+      return std::to_string(s.value.u64);
+    case vk::PipelineExecutableStatisticFormatKHR::eFloat64:
+      return std::to_string(s.value.f64);
+  }
+  return "?";
+}
+
+// Logs what the driver reports about `pipeline`'s executables (registers,
+// shared memory, ...), and where TENSORD_PIPELINE_STATS names a directory,
+// writes their internal representations (the driver's IR or ISA, where it
+// offers them) there as <kernel>.<executable>.<representation>.txt.
+void logPipelineStats(const vk::raii::Device& device, const vk::raii::Pipeline& pipeline, const std::string& kernel,
+                      spdlog::logger& log) {
+  try {
+    auto executables = device.getPipelineExecutablePropertiesKHR({.pipeline = *pipeline});
+    const char* env = std::getenv("TENSORD_PIPELINE_STATS");
+    const fs::path dir = env != nullptr && fs::is_directory(env) ? fs::path(env) : fs::path();
+    for (uint32_t i = 0; i < executables.size(); ++i) {
+      vk::PipelineExecutableInfoKHR info{.pipeline = *pipeline, .executableIndex = i};
+      std::string line;
+      for (const auto& stat : device.getPipelineExecutableStatisticsKHR(info)) {
+        line += std::string(line.empty() ? "" : ", ") + stat.name.data() + " " + statValue(stat);
+      }
+      log.info("kernel {} ({}): {}", kernel, executables[i].name.data(), line);
+      if (dir.empty()) continue;
+      // Two calls: the sizes, then the text.
+      const auto& d = *device.getDispatcher();
+      uint32_t n = 0;
+      const VkPipelineExecutableInfoKHR& cinfo = info;
+      if (d.vkGetPipelineExecutableInternalRepresentationsKHR(*device, &cinfo, &n, nullptr) != VK_SUCCESS) continue;
+      std::vector<VkPipelineExecutableInternalRepresentationKHR> irs(
+          n, {.sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INTERNAL_REPRESENTATION_KHR});
+      if (d.vkGetPipelineExecutableInternalRepresentationsKHR(*device, &cinfo, &n, irs.data()) != VK_SUCCESS) continue;
+      std::vector<std::vector<char>> data(n);
+      for (uint32_t j = 0; j < n; ++j) {
+        data[j].resize(irs[j].dataSize);
+        irs[j].pData = data[j].data();
+      }
+      if (d.vkGetPipelineExecutableInternalRepresentationsKHR(*device, &cinfo, &n, irs.data()) < 0) continue;
+      for (uint32_t j = 0; j < n; ++j) {
+        std::string name = kernel + "." + std::to_string(i) + "." + irs[j].name + ".txt";
+        for (char& c : name) {
+          if (c == '/' || c == ' ') c = '_';
+        }
+        std::ofstream out(dir / name, std::ios::binary);
+        out.write(data[j].data(),
+                  std::streamsize(irs[j].isText ? strnlen(data[j].data(), data[j].size()) : data[j].size()));
+      }
+    }
+  } catch (const std::exception& e) {
+    log.warn("kernel {}: no pipeline statistics: {}", kernel, e.what());
   }
 }
 
@@ -182,11 +246,16 @@ const vk::raii::Pipeline& KernelCache::pipeline(const KernelSource& source) {
   const bool bf16 = source.glsl.find("#define " + std::string(kBf16OperandsDefine) + "\n") != std::string::npos;
   words = forDevice(source.name, std::move(words), bf16);
   vk::raii::ShaderModule module(device_.device(), {.codeSize = words.size() * 4, .pCode = words.data()});
+  const bool stats = device_.info().features.pipelineStats;
   vk::ComputePipelineCreateInfo info{
+      .flags = stats ? vk::PipelineCreateFlagBits::eCaptureStatisticsKHR |
+                           vk::PipelineCreateFlagBits::eCaptureInternalRepresentationsKHR
+                     : vk::PipelineCreateFlags(),
       .stage = {.stage = vk::ShaderStageFlagBits::eCompute, .module = *module, .pName = "main"},
       .layout = *layout_};
   slot = std::make_unique<vk::raii::Pipeline>(
       vkCall("vkCreateComputePipelines", [&] { return vk::raii::Pipeline(device_.device(), pipelineCache_, info); }));
+  if (stats) logPipelineStats(device_.device(), *slot, source.name, log_);
   return *slot;
 }
 
