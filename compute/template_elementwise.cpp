@@ -151,10 +151,52 @@ class Elementwise final : public KernelTemplate {
       for (size_t j = 0; j < spec_.params.size(); ++j) {
         b.define("s" + std::to_string(j), scalarExpr(uint32_t(ops.size() + j), compute));
       }
+      if (vectorizable(ops, inDTypes, compute, out, value)) {
+        b.define("VEC4");
+        for (size_t k = 0; k < ops.size() && k < kMaxOperands; ++k) {
+          std::string name = kOperandNames[k];
+          if (!ops[k].tensor) {
+            b.define("OPERAND4_" + name + "(q)", "vec4(" + scalarExpr(uint32_t(k), compute) + ")");
+            continue;
+          }
+          b.define("VEC4_TYPE_" + name, vec4Type(inDTypes[k])).define("VEC4_ALIGN_" + name, vec4Align(inDTypes[k]));
+          b.define("OPERAND4_" + name + "(q)", load4(name + "_ref4(uint64_t(p." + name + ")).v[q]", inDTypes[k]));
+        }
+        b.define("VEC4_TYPE_y", vec4Type(out)).define("VEC4_ALIGN_y", vec4Align(out));
+        b.define("STORE4_y(q, x)", "y_ref4(uint64_t(p.y)).v[q] = " + store4("(x)", out));
+      }
       b.define("ARITY", std::to_string(spec_.arity));
       b.define("EXPR", "(" + expr + ")");
       return b.build(std::string(kernelFile("math.glsl")) + std::string(kernelFile("elementwise.comp")));
     });
+  }
+
+  // Whether the kernel gets the 4-wide dense loop (VEC4 in elementwise.comp):
+  // float values stored as f32, f16 or bf16 throughout.
+  static bool vectorizable(const std::vector<Operand>& ops, std::span<const DType> inDTypes, DType compute, DType out,
+                           DType value) {
+    auto stored = [](DType d) { return d == DType::F32 || d == DType::F16 || d == DType::BF16; };
+    if (!stored(compute) || value != compute || !stored(out)) return false;
+    for (size_t k = 0; k < ops.size(); ++k) {
+      if (ops[k].tensor && !stored(inDTypes[k])) return false;
+    }
+    return true;
+  }
+  static std::string vec4Type(DType d) { return d == DType::F32 ? "vec4" : d == DType::F16 ? "f16vec4" : "u16vec4"; }
+  static std::string vec4Align(DType d) { return std::to_string(4 * dtypeSize(d)); }
+  // Four stored elements as a vec4, and back.
+  static std::string load4(const std::string& v, DType d) {
+    if (d == DType::F16) return "vec4(" + v + ")";
+    if (d == DType::BF16) return "uintBitsToFloat(uvec4(" + v + ") << 16)";
+    return v;
+  }
+  static std::string store4(const std::string& x, DType d) {
+    if (d == DType::F16) return "f16vec4" + x;
+    if (d == DType::BF16) {
+      return "u16vec4(uvec4(float_to_bf16(" + x + ".x), float_to_bf16(" + x + ".y), float_to_bf16(" + x +
+             ".z), float_to_bf16(" + x + ".w)))";
+    }
+    return x;
   }
 
   static std::string scalarExpr(uint32_t k, DType compute) {
@@ -196,9 +238,21 @@ class Elementwise final : public KernelTemplate {
     push.rank = layout.rank;
     push.dense = layout.dense ? 1 : 0;
     push.scalars = scalarsAt;
-    // The dense loop handles 4 elements per invocation per pass (UNROLL in
-    // elementwise.comp); size the grid for that.
-    r.dispatch(src, push, r.groupsFor(push.n, layout.dense ? 256 * 4 : 256));
+    // The 4-wide loop: a whole number of groups of 4, each tensor aligned to 4 elements.
+    using R = ElementwiseSpec::Result;
+    const R result = spec_.resultFor ? spec_.resultFor(attrs) : spec_.result;
+    const DType value = result == R::kBool || result == R::kLogical ? DType::Bool : compute;
+    if (layout.dense && push.n % 4 == 0 && vectorizable(ops, inDTypes, compute, outDType, value)) {
+      bool aligned = push.y % (4 * dtypeSize(outDType)) == 0;
+      for (size_t k = 0; k < in.size() && k < kMaxOperands; ++k) {
+        if (ops[k].tensor) aligned = aligned && *addr[k] % (4 * dtypeSize(inDTypes[k])) == 0;
+      }
+      if (aligned) push.dense = 2;
+    }
+    // The dense loops handle 4 elements (or 4 groups of 4) per invocation per
+    // pass (UNROLL in elementwise.comp); size the grid for that.
+    const uint32_t perGroup = push.dense == 2 ? 256 * 16 : push.dense == 1 ? 256 * 4 : 256;
+    r.dispatch(src, push, r.groupsFor(push.n, perGroup));
   }
 
   std::optional<ElementwisePiece> piece(const OpSpec& op, std::span<const TensorDesc> in, const Attrs& attrs) const {

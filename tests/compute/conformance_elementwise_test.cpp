@@ -162,7 +162,8 @@ TEST_P(UnaryTest, EveryUnaryOpInEveryDType) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Elementwise, UnaryTest,
-                         ::testing::Values(Shape{}, Shape{0}, Shape{3, 0, 2}, Shape{257}, Shape{31, 33}),
+                         // {4, 65}: a whole number of groups of 4, the 4-wide dense loop for floats.
+                         ::testing::Values(Shape{}, Shape{0}, Shape{3, 0, 2}, Shape{257}, Shape{31, 33}, Shape{4, 65}),
                          [](const auto& info) { return dimsName(info.param); });
 
 TENSORD_COVERS(unary, "abs", "neg", "sign", "square", "floor", "ceil", "round", "trunc", "frac", "relu", "reciprocal",
