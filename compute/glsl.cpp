@@ -108,6 +108,28 @@ std::string glslLiteral(double value, DType dtype) {
   return std::to_string(uint64_t(value)) + "u";
 }
 
+bool storedAsFloat(DType d) { return d == DType::F32 || d == DType::F16 || d == DType::BF16; }
+
+std::string glslVec4Type(DType d) { return d == DType::F32 ? "vec4" : d == DType::F16 ? "f16vec4" : "u16vec4"; }
+
+std::string glslVec4Align(DType d) { return std::to_string(4 * dtypeSize(d)); }
+
+std::string glslLoad4(const std::string& v, DType d) {
+  if (d == DType::F16) return "vec4(" + v + ")";
+  if (d == DType::BF16) return "uintBitsToFloat(uvec4(" + v + ") << 16)";
+  return v;
+}
+
+std::string glslStore4(const std::string& x, DType d) {
+  if (d == DType::F16) return "f16vec4(" + x + ")";
+  // 16-bit vectors are built from vectors only (no 16-bit arithmetic types).
+  if (d == DType::BF16) {
+    return "u16vec4(uvec4(float_to_bf16(" + x + ".x), float_to_bf16(" + x + ".y), float_to_bf16(" + x +
+           ".z), float_to_bf16(" + x + ".w)))";
+  }
+  return x;
+}
+
 void appendScalarWords(std::vector<uint32_t>& words, double value) {
   float f = float(value);
   uint32_t bits;

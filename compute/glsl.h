@@ -33,6 +33,16 @@ std::string glslConvert(const std::string& expr, DType from, DType to);
 // A GLSL literal of `value` in `dtype`'s compute type ("0.0", "0", "0l", "false").
 std::string glslLiteral(double value, DType dtype);
 
+// Four consecutive floats stored as f32, f16 or bf16 (the vectorized loops
+// of elementwise.comp and reduce.comp): the stored vector type, its
+// alignment in bytes, a stored vector `v` as a vec4, and a vec4 `x` as the
+// stored vector.
+bool storedAsFloat(DType d);  // f32, f16 or bf16
+std::string glslVec4Type(DType d);
+std::string glslVec4Align(DType d);
+std::string glslLoad4(const std::string& v, DType d);
+std::string glslStore4(const std::string& x, DType d);
+
 // Appends a number to a kernel's parameter table as four words: its f32
 // bits, then as i32 and as i64 (low, high), the integers saturated. A kernel
 // reads the word(s) of its compute type (elementwise.comp's SCALAR_* macros).

@@ -159,11 +159,12 @@ class Elementwise final : public KernelTemplate {
             b.define("OPERAND4_" + name + "(q)", "vec4(" + scalarExpr(uint32_t(k), compute) + ")");
             continue;
           }
-          b.define("VEC4_TYPE_" + name, vec4Type(inDTypes[k])).define("VEC4_ALIGN_" + name, vec4Align(inDTypes[k]));
-          b.define("OPERAND4_" + name + "(q)", load4(name + "_ref4(uint64_t(p." + name + ")).v[q]", inDTypes[k]));
+          b.define("VEC4_TYPE_" + name, glslVec4Type(inDTypes[k]))
+              .define("VEC4_ALIGN_" + name, glslVec4Align(inDTypes[k]));
+          b.define("OPERAND4_" + name + "(q)", glslLoad4(name + "_ref4(uint64_t(p." + name + ")).v[q]", inDTypes[k]));
         }
-        b.define("VEC4_TYPE_y", vec4Type(out)).define("VEC4_ALIGN_y", vec4Align(out));
-        b.define("STORE4_y(q, x)", "y_ref4(uint64_t(p.y)).v[q] = " + store4("(x)", out));
+        b.define("VEC4_TYPE_y", glslVec4Type(out)).define("VEC4_ALIGN_y", glslVec4Align(out));
+        b.define("STORE4_y(q, x)", "y_ref4(uint64_t(p.y)).v[q] = " + glslStore4("(x)", out));
       }
       b.define("ARITY", std::to_string(spec_.arity));
       b.define("EXPR", "(" + expr + ")");
@@ -175,30 +176,12 @@ class Elementwise final : public KernelTemplate {
   // float values stored as f32, f16 or bf16 throughout.
   static bool vectorizable(const std::vector<Operand>& ops, std::span<const DType> inDTypes, DType compute, DType out,
                            DType value) {
-    auto stored = [](DType d) { return d == DType::F32 || d == DType::F16 || d == DType::BF16; };
-    if (!stored(compute) || value != compute || !stored(out)) return false;
+    if (!storedAsFloat(compute) || value != compute || !storedAsFloat(out)) return false;
     for (size_t k = 0; k < ops.size(); ++k) {
-      if (ops[k].tensor && !stored(inDTypes[k])) return false;
+      if (ops[k].tensor && !storedAsFloat(inDTypes[k])) return false;
     }
     return true;
   }
-  static std::string vec4Type(DType d) { return d == DType::F32 ? "vec4" : d == DType::F16 ? "f16vec4" : "u16vec4"; }
-  static std::string vec4Align(DType d) { return std::to_string(4 * dtypeSize(d)); }
-  // Four stored elements as a vec4, and back.
-  static std::string load4(const std::string& v, DType d) {
-    if (d == DType::F16) return "vec4(" + v + ")";
-    if (d == DType::BF16) return "uintBitsToFloat(uvec4(" + v + ") << 16)";
-    return v;
-  }
-  static std::string store4(const std::string& x, DType d) {
-    if (d == DType::F16) return "f16vec4" + x;
-    if (d == DType::BF16) {
-      return "u16vec4(uvec4(float_to_bf16(" + x + ".x), float_to_bf16(" + x + ".y), float_to_bf16(" + x +
-             ".z), float_to_bf16(" + x + ".w)))";
-    }
-    return x;
-  }
-
   static std::string scalarExpr(uint32_t k, DType compute) {
     std::string i = std::to_string(k);
     switch (compute) {

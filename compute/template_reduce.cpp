@@ -18,6 +18,7 @@ struct Push {
   uint64_t x, y, z, st, meta;
   uint32_t n, d, s, chunk, outRank, redRank, final_;
   float count, param;
+  uint32_t wide;  // reduce.comp's LOADA4 applies
 };
 
 constexpr uint64_t kStateBytes = 32;  // struct St in reduce.comp (largest: int64 accumulators)
@@ -206,8 +207,18 @@ class Reduce final : public KernelTemplate {
       b.define("TEAM", std::string("TEAM_") + teamName(team));
       // Enough loads in flight per invocation: 16-32 bytes.
       b.define("UNROLL", dtypeSize(dtype) <= 2 ? "8u" : "4u");
+      if (vectorizable(dtype, pass, team)) {
+        b.define("VEC4_TYPE", glslVec4Type(dtype)).define("VEC4_ALIGN", glslVec4Align(dtype));
+        b.define("LOADA4(q)", glslLoad4("X4(uint64_t(p.x)).v[q]", dtype));
+      }
       return b.build(kernelFile("reduce.comp"));
     });
+  }
+
+  // Whether pass 1 of a team over contiguous rows gets reduce.comp's 4-wide
+  // loads (LOADA4): floats stored as f32, f16 or bf16.
+  static bool vectorizable(DType dtype, int pass, Team team) {
+    return pass == 1 && team != Team::kThread && storedAsFloat(dtype);
   }
 
   static void grid(const Recorder& r, uint64_t groups, uint32_t* gx, uint32_t* gy) {
@@ -251,7 +262,13 @@ class Reduce final : public KernelTemplate {
       splits = std::min<uint64_t>((kTargetThreads + n - 1) / n, d / kMinThreadChunk);
     }
     splits = std::max<uint64_t>(splits, 1);
+    // 4-wide loads: rows of whole groups of 4 that start on one, in memory
+    // aligned to 4 elements, and chunks of whole groups.
+    bool wide = vectorizable(dtype, 1, team) && pl.redDims.size() == 1 && d > 0 && d % 4 == 0 &&
+                in[0].buffer->deviceAddress() % (4 * dtypeSize(dtype)) == 0;
+    for (int64_t stride : pl.outStrides) wide = wide && stride % 4 == 0;
     uint64_t chunk = d == 0 ? 0 : (d + splits - 1) / splits;
+    if (wide) chunk = (chunk + 3) / 4 * 4;
     if (chunk) splits = (d + chunk - 1) / chunk;
 
     std::vector<uint32_t> meta;
@@ -273,6 +290,7 @@ class Reduce final : public KernelTemplate {
     push.outRank = uint32_t(pl.outDims.size());
     push.redRank = uint32_t(pl.redDims.size());
     push.final_ = splits == 1 ? 1 : 0;
+    push.wide = wide ? 1 : 0;
     push.count = float(d);
     push.param = 0;
     if (kind_ == ReduceKind::kVar || kind_ == ReduceKind::kStd || kind_ == ReduceKind::kVarMean) {

@@ -12,6 +12,9 @@
 //              (long contiguous rows, or one chunk of one)
 //   UNROLL     loads each invocation keeps in flight (bandwidth needs bytes
 //              in flight, and one scalar load per thread is too few)
+//   LOADA4(q)  (pass 1 of a team over contiguous rows of floats stored as
+//              f32, f16 or bf16; VEC4_TYPE, VEC4_ALIGN) elements 4q .. 4q+3
+//              of x as a vec4: with p.wide set, each load moves 4 (below)
 // The input is viewed as outputs x reduced elements: out dims (sizes, input
 // strides) then reduced dims (sizes, input strides) in p.meta. Pass 1 splits
 // each output's d elements into p.s chunks of p.chunk; with p.s > 1 it writes
@@ -49,7 +52,13 @@ layout(push_constant) uniform Push {
   uint final_;   // pass 1 writes outputs (p.s == 1)
   float count;   // d as a float (mean)
   float param;   // correction (var, std) or p (norm)
+  uint wide;     // LOADA4 applies: one reduced dim of stride 1, and every
+                 // output's first element, p.chunk and p.d multiples of 4
 } p;
+
+#ifdef LOADA4
+layout(buffer_reference, std430, buffer_reference_align = VEC4_ALIGN) buffer X4 { VEC4_TYPE v[]; };
+#endif
 
 #ifdef ACC_FLOAT
 #define A_ISNAN(v) isnan(v)
@@ -217,6 +226,25 @@ uint redOffset(uint r) {
 void accumulate(inout St s, uint base, uint k0, uint k1, uint lane, uint w) {
   uint k = k0 + lane;
   uint span = (UNROLL - 1u) * w;
+#ifdef LOADA4
+  if (p.wide != 0u) {
+    // Groups of 4 elements: invocation `lane` takes groups lane, lane + w, ...,
+    // each element still in increasing k.
+    uint b4 = base >> 2, q = (k0 >> 2) + lane, q1 = k1 >> 2;
+    for (; q + span < q1; q += UNROLL * w) {
+      vec4 v[UNROLL];
+      [[unroll]] for (uint u = 0u; u < UNROLL; ++u) v[u] = LOADA4(b4 + q + u * w);
+      [[unroll]] for (uint u = 0u; u < UNROLL; ++u) {
+        [[unroll]] for (uint e = 0u; e < 4u; ++e) st_acc(s, v[u][e], int64_t(4u * (q + u * w) + e));
+      }
+    }
+    for (; q < q1; q += w) {
+      vec4 v = LOADA4(b4 + q);
+      [[unroll]] for (uint e = 0u; e < 4u; ++e) st_acc(s, v[e], int64_t(4u * q + e));
+    }
+    return;
+  }
+#endif
   if (p.redRank == 1u) {
     uint rs = p.meta.v[2u * p.outRank + 1u];
     for (; k + span < k1; k += UNROLL * w) {
