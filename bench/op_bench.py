@@ -62,6 +62,7 @@ def torch_cases():
         "var_rows_8192x8192": ((lambda a: a.var(1)), lambda: (big(),), 4 * 8192 * 8192, 0),
         "softmax_4096x4096": ((lambda a: torch.softmax(a, -1)), lambda: (torch.randn(4096, 4096, device="cuda"),), 2 * 4 * 4096 * 4096, 0),
         "layer_norm_8192x1024": ((lambda a: torch.nn.functional.layer_norm(a, (1024,))), lambda: (torch.randn(8192, 1024, device="cuda"),), 2 * 4 * 8192 * 1024, 0),
+        "rms_norm_8192x1024": ((lambda a: torch.nn.functional.rms_norm(a, (1024,))), lambda: (torch.randn(8192, 1024, device="cuda"),), 2 * 4 * 8192 * 1024, 0),
         **{f"matmul_f32_{n}": mm(n, n, n) for n in (1024, 2048, 4096, 8192, 4095)},
         **{f"matmul_f16_{n}": mm(n, n, n, f16) for n in (2048, 4096, 8192)},
         "matmul_f16_64x576x100352": mm(64, 576, 100352, f16),

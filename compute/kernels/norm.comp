@@ -6,6 +6,7 @@
 // the channel r (BATCH) or ((r % groups) * d + k) / affDiv.
 // Defines: RMS (no mean), BATCH, EVAL (batch stats from running stats),
 // UPDATE (write running stats), HAS_W, HAS_B. Needs norm_rows.glsl.
+#extension GL_EXT_control_flow_attributes : require
 layout(local_size_x = WG) in;
 layout(push_constant) uniform Push {
   y_ref y;
@@ -34,9 +35,53 @@ uint affine(uint r, uint k) {
 #endif
 }
 
+// Rows of at most CACHE elements per invocation, stored whole (layer, rms
+// and group norms: element k of row r at r * d + k), are read once into
+// registers, not once per pass.
+#define CACHE 8u
+
 void main() {
   FOR_ROWS(r, p.rows) {
     float mean = 0.0, var;
+#if !defined(EVAL) && !defined(BATCH)
+    if (p.outerStride == 0u && p.inner == p.d && p.d <= CACHE * TEAM) {
+      const uint base = r * p.d;
+      float v[CACHE];
+      [[unroll]] for (uint j = 0u; j < CACHE; ++j) {
+        uint k = LANE + j * TEAM;
+        v[j] = k < p.d ? LOAD_x(base + k) : 0.0;
+      }
+#ifdef RMS
+      float s2 = 0.0;
+      [[unroll]] for (uint j = 0u; j < CACHE; ++j) s2 += v[j] * v[j];
+      var = teamSum(s2) / float(p.d);
+#else
+      float s = 0.0;
+      [[unroll]] for (uint j = 0u; j < CACHE; ++j) s += v[j];
+      mean = teamSum(s) / float(p.d);
+      float s2 = 0.0;
+      [[unroll]] for (uint j = 0u; j < CACHE; ++j) {
+        float t = v[j] - mean;
+        if (LANE + j * TEAM < p.d) s2 += t * t;
+      }
+      var = teamSum(s2) / float(p.d);
+#endif
+      float rstd = 1.0 / sqrt(var + p.eps);
+      [[unroll]] for (uint j = 0u; j < CACHE; ++j) {
+        uint k = LANE + j * TEAM;
+        if (k >= p.d) break;
+        float y = (v[j] - mean) * rstd;
+#ifdef HAS_W
+        y *= LOAD_w(affine(r, k));
+#endif
+#ifdef HAS_B
+        y += LOAD_b(affine(r, k));
+#endif
+        STORE_y(base + k, y);
+      }
+      continue;
+    }
+#endif
 #if defined(EVAL)
     mean = LOAD_rm(r);
     var = LOAD_rv(r);
