@@ -252,6 +252,15 @@ TEST_F(ReductionTest, SplitReductionsAndLargeShapes) {
   checkIndexReduce(all, std::nullopt, false);
   checkIndexReduce(cols, 0, false);
   checkIndexReduce(rows, 1, true);
+  // Columns split over threads in f32 and f16, and argmax's first index
+  // across the splits with many ties.
+  for (DType dt : {DType::F32, DType::F16}) {
+    HostTensor quads = randomTensor(dt, {3000, 8});
+    for (const char* op : {"sum", "amax", "var"}) checkReduce(op, quads, {0}, false, {}, 1e-4);
+  }
+  HostTensor ties = randomTensor(DType::F32, {3000, 8});
+  for (double& v : ties.values) v = std::round(v * 2);  // few distinct values: many ties
+  checkIndexReduce(ties, 0, false);
   // Many outputs: a thread per row (more than 65535 rows).
   checkReduce("sum", randomTensor(DType::F32, {70000, 256}), {1}, false);
   checkReduce("mean", randomTensor(DType::F32, {70000, 3}), {1}, false);
