@@ -23,11 +23,19 @@ constexpr auto kAllAccess = vk::AccessFlagBits::eShaderRead | vk::AccessFlagBits
                             vk::AccessFlagBits::eTransferRead | vk::AccessFlagBits::eTransferWrite;
 
 // A polling time: `variable`'s value in microseconds where it is set (0: no
-// polling), else `onGpu`, and none on CPU devices, where the polling thread
-// would take a core from the work it waits for.
+// polling; at most 10 ms; anything else is ignored), else `onGpu` on a GPU
+// of a host with at least 4 hardware threads. None on CPU devices, where the
+// polling thread would take a core from the work it waits for, nor on small
+// hosts, where it would take one from the daemon's other threads.
 std::chrono::nanoseconds spinFor(const Device& device, const char* variable, std::chrono::microseconds onGpu) {
-  if (const char* env = std::getenv(variable)) return std::chrono::microseconds(std::strtoul(env, nullptr, 10));
-  return device.info().kind == "cpu" ? std::chrono::nanoseconds(0) : std::chrono::nanoseconds(onGpu);
+  constexpr long kMaxMicros = 10'000;
+  if (const char* env = std::getenv(variable)) {
+    char* end = nullptr;
+    const long us = std::strtol(env, &end, 10);
+    if (end != env && *end == '\0' && us >= 0 && us <= kMaxMicros) return std::chrono::microseconds(us);
+  }
+  const bool bigHost = std::thread::hardware_concurrency() >= 4;
+  return device.info().kind == "cpu" || !bigHost ? std::chrono::nanoseconds(0) : std::chrono::nanoseconds(onGpu);
 }
 
 // How long the completion thread polls a batch's fence before it blocks in
@@ -170,6 +178,7 @@ CommandStream::~CommandStream() {
     std::lock_guard lock(mu_);
     stopping_ = true;
   }
+  stopSpinning_.store(true, std::memory_order_relaxed);
   wake_.notify_all();
   submitter_.join();  // after it has submitted everything queued
   completer_.join();  // after it has completed everything submitted
@@ -214,7 +223,10 @@ void CommandStream::submitLoop() {
     Frame* frame = nullptr;
     if (submitSpin_.count() > 0 && queued_.load(std::memory_order_relaxed) == 0) {
       const auto until = std::chrono::steady_clock::now() + submitSpin_;
-      while (queued_.load(std::memory_order_relaxed) == 0 && std::chrono::steady_clock::now() < until) cpuRelax();
+      while (queued_.load(std::memory_order_relaxed) == 0 && !stopSpinning_.load(std::memory_order_relaxed) &&
+             std::chrono::steady_clock::now() < until) {
+        cpuRelax();
+      }
     }
     {
       std::unique_lock lock(mu_);

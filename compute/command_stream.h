@@ -142,6 +142,7 @@ class CommandStream {
   const bool fairSharing_;
   FairQueue queue_;                  // GUARDED_BY(mu_)
   std::atomic<size_t> queued_{0};    // queue_.size(), stored under mu_
+  std::atomic<bool> stopSpinning_{false};  // the submit thread's polling ends at once
   std::vector<Frame*> freeFrames_;   // GUARDED_BY(mu_)
   std::deque<Frame*> inFlight_;      // GUARDED_BY(mu_); in submission order
   bool stopping_ = false;            // GUARDED_BY(mu_)

@@ -6,6 +6,7 @@
 #include <openssl/sha.h>
 #include <spdlog/spdlog.h>
 
+#include <cctype>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -103,7 +104,7 @@ std::string statValue(const vk::PipelineExecutableStatisticKHR& s) {
 // Logs what the driver reports about `pipeline`'s executables (registers,
 // shared memory, ...), and where TENSORD_PIPELINE_STATS names a directory,
 // writes their internal representations (the driver's IR or ISA, where it
-// offers them) there as <kernel>.<executable>.<representation>.txt.
+// offers them) there as <kernel>-<hash>.<executable>.<representation>.txt.
 void logPipelineStats(const vk::raii::Device& device, const vk::raii::Pipeline& pipeline, const std::string& kernel,
                       spdlog::logger& log) {
   try {
@@ -132,14 +133,24 @@ void logPipelineStats(const vk::raii::Device& device, const vk::raii::Pipeline& 
         irs[j].pData = data[j].data();
       }
       if (d.vkGetPipelineExecutableInternalRepresentationsKHR(*device, &cinfo, &n, irs.data()) < 0) continue;
+      // A kernel's name is its variant key (op, dtypes, and for some the
+      // expression): a file name of its first characters, made safe, and a
+      // hash of the whole, so no two kernels share a file.
+      std::string stem = kernel.substr(0, 80);
+      for (char& c : stem) {
+        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-') c = '_';
+      }
+      stem += "-" + sourceKey(kernel).substr(0, 12) + "." + std::to_string(i);
       for (uint32_t j = 0; j < n; ++j) {
-        std::string name = kernel + "." + std::to_string(i) + "." + irs[j].name + ".txt";
-        for (char& c : name) {
-          if (c == '/' || c == ' ') c = '_';
+        std::string ir = irs[j].name;
+        for (char& c : ir) {
+          if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
         }
-        std::ofstream out(dir / name, std::ios::binary);
+        const fs::path file = dir / (stem + "." + ir + ".txt");
+        std::ofstream out(file, std::ios::binary);
         out.write(data[j].data(),
                   std::streamsize(irs[j].isText ? strnlen(data[j].data(), data[j].size()) : data[j].size()));
+        if (!out) log.warn("kernel {}: cannot write {}", kernel, file.string());
       }
     }
   } catch (const std::exception& e) {

@@ -164,7 +164,8 @@ class Elementwise final : public KernelTemplate {
           b.define("OPERAND4_" + name + "(q)", glslLoad4(name + "_ref4(uint64_t(p." + name + ")).v[q]", inDTypes[k]));
         }
         b.define("VEC4_TYPE_y", glslVec4Type(out)).define("VEC4_ALIGN_y", glslVec4Align(out));
-        b.define("STORE4_y(q, x)", "y_ref4(uint64_t(p.y)).v[q] = " + glslStore4("(x)", out));
+        // (The parameter is not `x`: the bf16 store takes the value's .x.)
+        b.define("STORE4_y(q, value)", "y_ref4(uint64_t(p.y)).v[q] = " + glslStore4("(value)", out));
       }
       b.define("ARITY", std::to_string(spec_.arity));
       b.define("EXPR", "(" + expr + ")");

@@ -331,6 +331,14 @@ TEST_F(ConformanceTest, TypePromotionFollowsPyTorch) {
   EXPECT_EQ(dtypeOf(DType::U8, {2}, DType::I32, {2}), DType::I32);
   EXPECT_EQ(dtypeOf(DType::I32, {2}, DType::I64, {2}), DType::I64);
   EXPECT_EQ(dtypeOf(DType::F16, {2}, DType::BF16, {2}), DType::F32);
+  {
+    // Mixed stored dtypes through the 4-wide loop: f16 + bf16 -> f32.
+    HostTensor a = randomTensor(DType::F16, {300}), b = randomTensor(DType::BF16, {300});
+    auto sum = call("add", {a, b})[0];
+    HostTensor want{DType::F32, {300}, {}};
+    for (size_t i = 0; i < a.values.size(); ++i) want.values.push_back(roundTo(DType::F32, a.values[i] + b.values[i]));
+    expectClose(sum, want, "add f16 + bf16 [300]", 1, {0, 0});
+  }
   EXPECT_EQ(dtypeOf(DType::F16, {2}, DType::F32, {}), DType::F16) << "a 0-d tensor of the same category does not promote";
   EXPECT_EQ(dtypeOf(DType::I32, {2}, DType::F16, {}), DType::F16) << "a 0-d tensor of a higher category does";
   EXPECT_EQ(call("add", {randomTensor(DType::Bool, {2})}, {{"other", int64_t(1)}})[0].dtype, DType::I64);
@@ -385,12 +393,13 @@ TEST_F(ConformanceTest, TernaryOps) {
 TENSORD_COVERS(ternary, "where", "lerp", "addcmul", "addcdiv", "clamp");
 
 TEST_F(ConformanceTest, CastsBetweenEveryDType) {
-  HostTensor x = makeTensor(DType::F32, {7}, {-2.75, -1.5, 0.0, 0.5, 1.0, 3.25, 300.0});
+  // 8 values: between floats, the 4-wide dense loop (7 would take the scalar one).
+  HostTensor x = makeTensor(DType::F32, {8}, {-2.75, -1.5, 0.0, 0.5, 1.0, 3.25, 300.0, 2.0});
   for (DType from : kAll) {
-    HostTensor src = makeTensor(from, {7}, x.values);
+    HostTensor src = makeTensor(from, {8}, x.values);
     for (DType to : kAll) {
       auto y = call("to", {src}, {{"dtype", std::string(dtypeName(to))}})[0];
-      HostTensor want{to, {7}, {}};
+      HostTensor want{to, {8}, {}};
       for (double v : src.values) want.values.push_back(roundTo(to, v));
       expectClose(y, want, "to " + std::string(dtypeName(from)) + " -> " + std::string(dtypeName(to)), 1, {0, 0});
     }
@@ -398,6 +407,10 @@ TEST_F(ConformanceTest, CastsBetweenEveryDType) {
   // bf16 rounds to nearest even on the way out.
   auto b = call("to", {makeTensor(DType::F32, {2}, {1.00390625, 1.01171875})}, {{"dtype", std::string("bf16")}})[0];
   EXPECT_EQ(b.values, (std::vector<double>{1.0, 1.015625}));
+  // ... in the 4-wide loop too.
+  auto b4 = call("to", {makeTensor(DType::F32, {4}, {1.00390625, 1.01171875, -1.00390625, 3.0})},
+                 {{"dtype", std::string("bf16")}})[0];
+  EXPECT_EQ(b4.values, (std::vector<double>{1.0, 1.015625, -1.0, 3.0}));
 }
 
 TENSORD_COVERS(cast, "to");
