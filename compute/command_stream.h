@@ -79,10 +79,11 @@ class BatchRecorder final : public Recorder {
 class CommandStream {
  public:
   // fairSharing: batches are shared between jobs' owners; false takes jobs
-  // in arrival order. `deviceTimes` (may be empty) receives each batch's
-  // per-job device times where the queue has timestamps.
+  // in arrival order. `deviceTimes` (may be empty: nothing is timed)
+  // receives the per-job device times of the batches timed, where the queue
+  // has timestamps: at most one batch per `timeInterval` (0: every batch).
   CommandStream(const Device& device, KernelCache& kernels, CachingAllocator& allocator, bool fairSharing,
-                DeviceTimeObserver deviceTimes = {});
+                DeviceTimeObserver deviceTimes = {}, std::chrono::microseconds timeInterval = {});
   ~CommandStream();  // finishes every queued job, then joins
 
   void enqueue(Job job);
@@ -116,6 +117,7 @@ class CommandStream {
     std::vector<std::exception_ptr> errors;  // per job, from recording
     std::exception_ptr batchError;           // recording or submit failed
     bool submitted = false;
+    bool timed = false;  // the batch wrote its timestamps
   };
   static constexpr size_t kFrames = 3;
 
@@ -133,6 +135,8 @@ class CommandStream {
   const DeviceTimeObserver deviceTimes_;
   uint32_t timestampBits_ = 0;    // valid bits of the queue's timestamps; 0 = none
   double timestampPeriodNs_ = 0;  // nanoseconds per timestamp tick
+  const std::chrono::microseconds timeInterval_;   // between timed batches
+  std::chrono::steady_clock::time_point lastTimed_;  // submit thread only
   const std::chrono::nanoseconds completionSpin_;  // fence polling before a blocking wait
   const std::chrono::nanoseconds submitSpin_;      // polling for work before sleeping
 

@@ -43,7 +43,8 @@ struct Engine::Impl {
         hostAllocator(device, options.memoryLimitBytes, CachingAllocator::Placement::kHost),
         staging(device, options.stagingSlotBytes, options.stagingSlots),
         kernels(device, options.cacheDir, *log),
-        stream(device, kernels, allocator, options.fairSharing, std::move(options.deviceTimeObserver)) {}
+        stream(device, kernels, allocator, options.fairSharing, std::move(options.deviceTimeObserver),
+               options.deviceTimeInterval) {}
 
   std::shared_ptr<spdlog::logger> log;
   Device device;

@@ -8,6 +8,7 @@
 // enqueue* stay alive until their completion has run (queued work pins buffers: their memory may serve
 // tensors allocated later as soon as the caller's last lease is gone, see buffer.h).
 
+#include <chrono>
 #include <cstdint>
 #include <exception>
 #include <filesystem>
@@ -55,8 +56,12 @@ struct EngineOptions {
   bool fairSharing = true;
   std::shared_ptr<spdlog::logger> logger;  // required
   // Receives per-job device times where the device has timestamps
-  // (Engine::measuresDeviceTime); may be empty.
+  // (Engine::measuresDeviceTime); may be empty, and then nothing is timed.
   DeviceTimeObserver deviceTimeObserver;
+  // At most one batch is timed per interval (0: every batch): the
+  // timestamps cost the device a few microseconds per job, which small ops
+  // feel. Batches longer than the interval are all timed.
+  std::chrono::microseconds deviceTimeInterval{0};
 };
 
 // Optional device features the kernels use; a dtype whose feature is missing

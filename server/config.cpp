@@ -226,12 +226,16 @@ void parseFiles(const json& object, FilesConfig& files) {
 
 void parseMetrics(const json& object, MetricsConfig& metrics) {
   requireObject(object, "metrics");
-  rejectUnknownKeys(object, "metrics", {"enabled", "listen", "allow_remote"});
+  rejectUnknownKeys(object, "metrics", {"enabled", "listen", "allow_remote", "device_time_interval_ms"});
   if (object.contains("enabled")) metrics.enabled = readBool(object["enabled"], "metrics.enabled");
   if (object.contains("listen")) {
     metrics.listen = parseHostPort(readString(object["listen"], "metrics.listen"), "metrics.listen");
   }
   if (object.contains("allow_remote")) metrics.allowRemote = readBool(object["allow_remote"], "metrics.allow_remote");
+  if (object.contains("device_time_interval_ms")) {
+    metrics.deviceTimeIntervalMs =
+        uint32_t(readUintInRange(object["device_time_interval_ms"], "metrics.device_time_interval_ms", 0, 60000));
+  }
   if (metrics.enabled && !metrics.listen.isLoopback() && !metrics.allowRemote) {
     fail("metrics.listen", "the non-loopback address " + metrics.listen.str() +
                                " is refused: the endpoint has no authentication and shows every principal's name and "

@@ -60,6 +60,10 @@ struct MetricsConfig {
   bool enabled = true;
   HostPort listen{"127.0.0.1", 9450};
   bool allowRemote = false;
+  // Device time per op (tensord_op_device_seconds, user kernels' run-time
+  // warnings) is measured on at most one batch per this many milliseconds;
+  // 0 times every batch. Timestamps cost small ops a few microseconds each.
+  uint32_t deviceTimeIntervalMs = 1;
 };
 
 // tls.client_auth: whether clients must present a certificate signed by

@@ -170,6 +170,7 @@ int runDaemon(const Config& config, const std::filesystem::path& configPath, std
                 }
               }
             },
+        .deviceTimeInterval = std::chrono::milliseconds(config.metrics.deviceTimeIntervalMs),
     });
   } catch (const std::exception& e) {
     log->error("cannot start the compute engine: {}", e.what());

@@ -43,7 +43,15 @@ Scrape scrape(const std::string& address) {
   return {nlohmann::json::parse(r.out)};
 }
 
-class IntegrationMetrics : public DaemonTest {};
+// Device time of every op (metrics.device_time_interval_ms 0), so that the
+// counts below are exact.
+class IntegrationMetrics : public DaemonTest {
+  DaemonOptions daemonOptions() override {
+    DaemonOptions options;
+    options.extra = {{"metrics", {{"listen", "127.0.0.1:0"}, {"device_time_interval_ms", 0}}}};
+    return options;
+  }
+};
 
 TEST_F(IntegrationMetrics, StatMovesWithTheCallsMade) {
   auto client = connect();
@@ -191,6 +199,30 @@ TEST_F(IntegrationMetrics, PrometheusEndpointParsesAndMovesWithCalls) {
     EXPECT_EQ(after.value("tensord_op_device_seconds_count{op=\"relu\"}"), 1);
     EXPECT_GE(after.value("tensord_op_device_seconds_count{op=\"upload\"}"), 1);
   }
+}
+
+// Device time sampled at most once a minute: the daemon's first batch of
+// device work is timed, later ones not.
+class IntegrationMetricsSampled : public DaemonTest {
+  DaemonOptions daemonOptions() override {
+    DaemonOptions options;
+    options.extra = {{"metrics", {{"listen", "127.0.0.1:0"}, {"device_time_interval_ms", 60000}}}};
+    return options;
+  }
+};
+
+TEST_F(IntegrationMetricsSampled, DeviceTimeIsSampled) {
+  auto client = connect();
+  if (!client->daemonStats().deviceTimestamps) GTEST_SKIP() << "the device has no timestamps";
+  auto x = client->upload({1024}, std::vector<float>(1024, 1.0f));
+  x.toHost();  // the upload and the download are done before the ops below start
+  auto y = relu(x * x);
+  y.toHost();
+  const Scrape after = scrape(daemon().metricsAddress());
+  EXPECT_EQ(after.value("tensord_ops_total{op=\"relu\",result=\"ok\"}"), 1);
+  EXPECT_EQ(after.value("tensord_op_duration_seconds_count{op=\"relu\"}"), 1) << "wall time is not sampled";
+  EXPECT_LE(after.value("tensord_op_device_seconds_count{op=\"relu\"}"), 0) << "relu ran after the timed batch";
+  EXPECT_EQ(after.value("tensord_op_device_seconds_count{op=\"upload\"}"), 1) << "the first batch is timed";
 }
 
 class IntegrationMetricsOff : public DaemonTest {

@@ -163,6 +163,10 @@ TEST(ConfigTest, EachValidationErrorNamesItsKey) {
       {R"("state_dir": 1)", "state_dir: expected a string, got 1"},
       {R"("cache_dir": null)", "cache_dir: expected a string, got null"},
       {R"("log_level": "verbose")", R"(log_level: expected one of trace, debug, info, warn, error, got "verbose")"},
+      {R"("metrics": {"device_time_interval_ms": 60001})",
+       "metrics.device_time_interval_ms: expected an integer from 0 to 60000, got 60001"},
+      {R"("metrics": {"device_time_interval_ms": -1})",
+       "metrics.device_time_interval_ms: expected a non-negative integer, got -1"},
   };
   for (const auto& [fields, expected] : cases) {
     const std::string message = errorOf(withAuth(fields));
