@@ -43,15 +43,19 @@ Scrape scrape(const std::string& address) {
   return {nlohmann::json::parse(r.out)};
 }
 
-// Device time of every op (metrics.device_time_interval_ms 0), so that the
-// counts below are exact.
-class IntegrationMetrics : public DaemonTest {
+// A daemon whose metrics time at most one batch of device work per
+// `IntervalMs` (metrics.device_time_interval_ms).
+template <int IntervalMs>
+class MetricsDaemon : public DaemonTest {
   DaemonOptions daemonOptions() override {
     DaemonOptions options;
-    options.extra = {{"metrics", {{"listen", "127.0.0.1:0"}, {"device_time_interval_ms", 0}}}};
+    options.extra = {{"metrics", {{"listen", "127.0.0.1:0"}, {"device_time_interval_ms", IntervalMs}}}};
     return options;
   }
 };
+
+// Device time of every op, so that the counts below are exact.
+using IntegrationMetrics = MetricsDaemon<0>;
 
 TEST_F(IntegrationMetrics, StatMovesWithTheCallsMade) {
   auto client = connect();
@@ -203,13 +207,7 @@ TEST_F(IntegrationMetrics, PrometheusEndpointParsesAndMovesWithCalls) {
 
 // Device time sampled at most once a minute: the daemon's first batch of
 // device work is timed, later ones not.
-class IntegrationMetricsSampled : public DaemonTest {
-  DaemonOptions daemonOptions() override {
-    DaemonOptions options;
-    options.extra = {{"metrics", {{"listen", "127.0.0.1:0"}, {"device_time_interval_ms", 60000}}}};
-    return options;
-  }
-};
+using IntegrationMetricsSampled = MetricsDaemon<60000>;
 
 TEST_F(IntegrationMetricsSampled, DeviceTimeIsSampled) {
   auto client = connect();
