@@ -15,9 +15,17 @@ struct CollectivePush {
   float scale;
 };
 
+struct MirrorPush {  // MIRROR: the reduced values also go to `copy`
+  uint64_t src, dst, copy;
+  uint32_t n;
+  float scale;
+};
+
+enum class Mode { kConvert, kReduce, kReduceCopy };
+
 class CollectiveKernel final : public KernelTemplate {
  public:
-  explicit CollectiveKernel(bool reduce) : reduce_(reduce) {}
+  explicit CollectiveKernel(Mode mode) : reduce_(mode != Mode::kConvert), mirror_(mode == Mode::kReduceCopy) {}
 
   std::vector<TensorDesc> infer(const OpSpec& spec, std::span<const TensorDesc>, const Attrs&) const override {
     throwInvalid(spec.name + ": internal kernel; its outputs are allocated by the caller");
@@ -31,10 +39,14 @@ class CollectiveKernel final : public KernelTemplate {
     const TensorView& src = inputs[0];
     const TensorView& dst = outputs[0];
     const uint32_t srcSize = dtypeSize(src.desc.dtype), dstSize = dtypeSize(dst.desc.dtype);
-    if ((srcOffset + count) * srcSize > src.buffer->bytes() || (dstOffset + count) * dstSize > dst.buffer->bytes()) {
+    const bool over = (srcOffset + count) * srcSize > src.buffer->bytes() ||
+                      (dstOffset + count) * dstSize > dst.buffer->bytes() ||
+                      (mirror_ && (dstOffset + count) * dstSize > outputs[1].buffer->bytes());
+    if (over) {
       throwInvalid(spec.name + ": " + std::to_string(count) + " elements at offsets " + std::to_string(srcOffset) +
                    " -> " + std::to_string(dstOffset) + " exceed a buffer (" + std::to_string(src.buffer->bytes()) +
-                   " -> " + std::to_string(dst.buffer->bytes()) + " bytes)");
+                   " -> " + std::to_string(dst.buffer->bytes()) +
+                   (mirror_ ? " and " + std::to_string(outputs[1].buffer->bytes()) : std::string()) + " bytes)");
     }
     if (count == 0) return;
     const std::string op = reduce_ ? attrs.getText("op") : "";
@@ -43,10 +55,17 @@ class CollectiveKernel final : public KernelTemplate {
     constexpr uint64_t kMaxPerDispatch = 0xffffff00u;
     for (uint64_t done = 0; done < count; done += kMaxPerDispatch) {
       const uint64_t n = std::min(kMaxPerDispatch, count - done);
-      CollectivePush push{src.buffer->deviceAddress() + (srcOffset + done) * srcSize,
-                          dst.buffer->deviceAddress() + (dstOffset + done) * dstSize, uint32_t(n),
-                          float(reduce_ ? 1.0 : attrs.getFloat("scale"))};
-      recorder.dispatch(source, push, recorder.groupsFor(n, 256));
+      const uint64_t srcAt = src.buffer->deviceAddress() + (srcOffset + done) * srcSize;
+      const uint64_t dstAt = (dstOffset + done) * dstSize;
+      if (mirror_) {
+        MirrorPush push{srcAt, dst.buffer->deviceAddress() + dstAt, outputs[1].buffer->deviceAddress() + dstAt,
+                        uint32_t(n), 1.0f};
+        recorder.dispatch(source, push, recorder.groupsFor(n, 256));
+      } else {
+        CollectivePush push{srcAt, dst.buffer->deviceAddress() + dstAt, uint32_t(n),
+                            float(reduce_ ? 1.0 : attrs.getFloat("scale"))};
+        recorder.dispatch(source, push, recorder.groupsFor(n, 256));
+      }
     }
   }
 
@@ -59,11 +78,13 @@ class CollectiveKernel final : public KernelTemplate {
 
  private:
   const KernelSource& variant(DType src, DType dst, const std::string& op) const {
-    const std::string key = std::string(reduce_ ? "collective_reduce_" + op : "collective_convert") + "_" +
-                            std::string(dtypeName(src)) + "_" + std::string(dtypeName(dst));
+    const std::string key = std::string(reduce_ ? "collective_reduce_" + op : "collective_convert") +
+                            (mirror_ ? "_copy_" : "_") + std::string(dtypeName(src)) + "_" +
+                            std::string(dtypeName(dst));
     return variants_.get(key, [&] {
       GlslBuilder glsl(DType::F32);
       glsl.input("src", src).output("dst", dst);
+      if (mirror_) glsl.output("copy", dst).define("MIRROR");
       if (reduce_) {
         glsl.define("MODE_REDUCE").define("LOAD_dst(i)", "p.dst.v[i]");
         if (op == "sum") {
@@ -78,32 +99,42 @@ class CollectiveKernel final : public KernelTemplate {
   }
 
   bool reduce_;
+  bool mirror_;
   KernelVariants variants_;
 };
 
-OpSpec makeSpec(const std::string& name, bool reduce) {
+OpSpec makeSpec(const std::string& name, Mode mode) {
   OpSpec spec;
   spec.name = name;
   spec.category = "collective";
   spec.inputs = {{"src", InputRole::kData}};
   spec.outputs = {"dst"};
-  spec.dtypes = reduce ? std::vector<DType>{DType::F32} : std::vector<DType>{DType::F32, DType::F16, DType::BF16};
-  spec.kernel = std::make_shared<CollectiveKernel>(reduce);
+  if (mode == Mode::kReduceCopy) spec.outputs.push_back("copy");
+  spec.dtypes = mode != Mode::kConvert ? std::vector<DType>{DType::F32}
+                                       : std::vector<DType>{DType::F32, DType::F16, DType::BF16};
+  spec.kernel = std::make_shared<CollectiveKernel>(mode);
   spec.differentiable = false;
-  spec.doc = reduce ? "dst[dst_offset + i] = op(dst[dst_offset + i], src[src_offset + i])"
-                    : "dst[dst_offset + i] = src[src_offset + i] * scale";
+  spec.doc = mode == Mode::kConvert ? "dst[dst_offset + i] = src[src_offset + i] * scale"
+             : mode == Mode::kReduce
+                 ? "dst[dst_offset + i] = op(dst[dst_offset + i], src[src_offset + i])"
+                 : "dst[dst_offset + i] = op(dst[dst_offset + i], src[src_offset + i]); copy[dst_offset + i] = the same";
   return spec;
 }
 
 }  // namespace
 
 const OpSpec& collectiveReduceSpec() {
-  static const OpSpec spec = makeSpec("collective_reduce", true);
+  static const OpSpec spec = makeSpec("collective_reduce", Mode::kReduce);
   return spec;
 }
 
 const OpSpec& collectiveConvertSpec() {
-  static const OpSpec spec = makeSpec("collective_convert", false);
+  static const OpSpec spec = makeSpec("collective_convert", Mode::kConvert);
+  return spec;
+}
+
+const OpSpec& collectiveReduceCopySpec() {
+  static const OpSpec spec = makeSpec("collective_reduce_copy", Mode::kReduceCopy);
   return spec;
 }
 

@@ -9,6 +9,12 @@
 //            dst[dst_offset + i] = op(dst[dst_offset + i], src[src_offset + i])
 //            for i < count; attr "op" is "sum", "max" or "min" (NaN wins,
 //            as in PyTorch).
+//   reduce_copy: inputs {src: f32}, outputs {dst: f32, copy: f32}
+//            as reduce, and copy[dst_offset + i] = the new dst[dst_offset + i]:
+//            one dispatch where a chunk that arrived in host memory is
+//            reduced into device memory and its result goes back to host
+//            memory to be sent on (kernels read and write host-visible
+//            buffers through their device addresses).
 //   convert: inputs {src: f32, f16 or bf16}, outputs {dst: f32, f16 or bf16}
 //            dst[dst_offset + i] = src[src_offset + i] * scale, converted
 //            to dst's dtype (bf16 rounds to nearest even).
@@ -26,6 +32,7 @@
 namespace tensord::compute {
 
 const OpSpec& collectiveReduceSpec();
+const OpSpec& collectiveReduceCopySpec();
 const OpSpec& collectiveConvertSpec();
 
 // The attributes of one reduce (`op` set) or convert (`op` empty) job.

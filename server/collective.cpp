@@ -254,6 +254,15 @@ kj::Promise<void> CollectiveRun::reduce(uint64_t srcOffset, uint64_t dstOffset, 
   });
 }
 
+kj::Promise<void> CollectiveRun::reduceReceived(uint64_t offset, uint64_t count) {
+  return enqueueDevice([&](compute::Completion done) {
+    server_.engine.enqueueOp(request_.owner, compute::collectiveReduceCopySpec(),
+                             {view(recvHost_, compute::DType::F32)},
+                             {view(scratch_, compute::DType::F32), view(wire_, compute::DType::F32)},
+                             compute::collectiveKernelAttrs(offset, offset, count, reduceOp_), std::move(done));
+  });
+}
+
 kj::Promise<void> CollectiveRun::upload(const StagingLease& lease, uint64_t bytes,
                                         const std::shared_ptr<compute::Buffer>& dst, uint64_t offset) {
   return mapComputeErrors(what(), [&] {
@@ -403,13 +412,13 @@ void CollectiveRun::prepareReduction() {
   scratch_ = allocate((algo_ == Algo::kDirect ? n_ : 1) * total_ * 4);
   if (algo_ == Algo::kRing) {
     // The ring's bytes cross the network through host memory the device
-    // copies to and from (no staging slots): chunks are sent straight out of
-    // the wire buffer and received straight into it or into recvHost_.
+    // reads and writes (no staging slots): chunks are sent straight out of
+    // the wire buffer and received straight into it or into recvHost_, which
+    // the reduction reads in place.
     // Cap'n Proto may read up to 7 bytes past a chunk (word padding): 8 more
     // bytes keep that inside.
     wire_ = allocateHost(total_ * 4 + 8);
     recvHost_ = allocateHost(total_ * 4);
-    recv_ = allocate(total_ * 4);
   }
   for (size_t i = 0; i < request_.inputs.size(); ++i) {
     const auto& input = request_.inputs[i];
@@ -549,7 +558,7 @@ kj::Promise<void> CollectiveRun::receive(uint32_t from, uint32_t step, uint32_t 
       size = std::min(chunkElems, segmentBegin(seg + 1) - begin) * 4;
       offset = begin * 4;
       reduceIt = step < n_ - 1;
-      target = reduceIt ? recv_ : scratch_;
+      target = scratch_;
       if (step + 1 < ringSteps_) {
         forwardTo = (r_ + 1) % n_;
         forwardStep = step + 1;
@@ -613,12 +622,13 @@ kj::Promise<void> CollectiveRun::receive(uint32_t from, uint32_t step, uint32_t 
   }));
 }
 
-// Chunks received in the ring's reduce phase go to the device, are reduced
-// there, and the partial (or, at the last reduce step, final) sums come back
-// to the wire buffer and go on. Device round trips are few and their
-// latency grows when daemons share a device, so while kMaxReducesInFlight
-// are out, arriving chunks wait and then go together, neighbours merged
-// into one stretch: one transfer, reduction and transfer back for each.
+// Chunks received in the ring's reduce phase are reduced on the device,
+// which reads them where they were received (host memory) and writes the
+// partial (or, at the last reduce step, final) sums both to the scratch and
+// to the wire buffer, from where they go on. Device round trips are few and
+// their latency grows when daemons share a device, so while
+// kMaxReducesInFlight are out, arriving chunks wait and then go together,
+// neighbours merged into one stretch: one dispatch for each.
 void CollectiveRun::flushReduces() {
   if (pendingReduce_.empty()) return;
   std::vector<PendingReduce> batch = std::move(pendingReduce_);
@@ -631,9 +641,7 @@ void CollectiveRun::flushReduces() {
     uint64_t end = batch[i].offset + batch[i].size;
     while (j < batch.size() && batch[j].offset == end) end += batch[j++].size;
     const uint64_t at = batch[i].offset, bytes = end - at;
-    tasks_.add(transfer(recvHost_, recv_, at, bytes));
-    tasks_.add(reduce(at / 4, at / 4, bytes / 4, recv_));
-    work.add(transfer(scratch_, wire_, at, bytes));
+    work.add(reduceReceived(at / 4, bytes / 4));
     i = j;
   }
   ++reducesInFlight_;

@@ -97,6 +97,9 @@ class CollectiveRun final : private kj::TaskSet::ErrorHandler {
   // scratch[dstOffset..] = op(scratch[dstOffset..], src[srcOffset..]), f32 elements
   kj::Promise<void> reduce(uint64_t srcOffset, uint64_t dstOffset, uint64_t count,
                            const std::shared_ptr<compute::Buffer>& src);
+  // Ring: elements [offset, offset + count) of recvHost_ reduced into the
+  // scratch, the results also written to the wire buffer: one dispatch.
+  kj::Promise<void> reduceReceived(uint64_t offset, uint64_t count);
   kj::Promise<void> upload(const StagingLease& lease, uint64_t bytes, const std::shared_ptr<compute::Buffer>& dst,
                            uint64_t offset);
   kj::Promise<void> download(const StagingLease& lease, const std::shared_ptr<compute::Buffer>& src, uint64_t offset,
@@ -163,8 +166,7 @@ class CollectiveRun final : private kj::TaskSet::ErrorHandler {
   std::vector<uint64_t> inputOffsets_;                        // per input: elements into the scratch (reductions)
   std::vector<uint64_t> chunkBase_;                           // broadcast: first chunk id of each input, then the total
   std::shared_ptr<compute::Buffer> scratch_;                  // f32 partial results (reductions)
-  std::shared_ptr<compute::Buffer> recv_;                     // ring: f32 chunks as received, on the device
-  std::shared_ptr<compute::Buffer> recvHost_;                 // ring: the same, as received (host memory)
+  std::shared_ptr<compute::Buffer> recvHost_;                 // ring: f32 chunks to reduce, as received (host memory)
   std::shared_ptr<compute::Buffer> wire_;                     // ring: f32 chunks going out (host memory)
   std::vector<std::shared_ptr<compute::Buffer>> outBuffers_;  // broadcast, allgather: outputs being filled
   uint32_t shift_ = 0;                                        // ring: 0 allreduce, 1 reduce_scatter
