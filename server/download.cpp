@@ -20,8 +20,9 @@ constexpr uint64_t kInlineCopyBytes = kChunkBytes;
 // A piece copied out of its staging slot: its chunk writes, built and ready
 // to go. Cap'n Proto requests own their bytes, so filling them is the one
 // host copy a download needs anyway, and it frees the slot before the
-// receiver has accepted anything. The copy runs on a worker thread: on the
-// event loop it would take the time the loop needs to send.
+// receiver has accepted anything. The copy (and the zero-filling of the
+// requests' data before it) runs on a worker thread: on the event loop it
+// would take the time the loop needs to send.
 struct Piece {
   kj::Vector<WriteRequest> writes;
 };
@@ -70,35 +71,35 @@ class DownloadJob {
         .eagerlyEvaluate(nullptr);
   }
 
-  // Builds the piece's write requests here and fills them from the slot on
-  // a worker thread, then gives the slot back. (Building them still writes
-  // each byte once on the loop: Cap'n Proto zero-fills a message's memory.)
-  // A piece of one chunk or less (a download's first piece, a small tail)
-  // is copied here: nothing of this download is being sent meanwhile, so
-  // the hand-offs to a worker and back would only add to its latency.
+  // Builds the piece's write requests here (each a small message) and, on a
+  // worker thread, gives each its data and fills it from the slot; then
+  // gives the slot back. Cap'n Proto zero-fills the memory it allocates for
+  // a message's data, so the worker writes each byte twice, and the event
+  // loop, which sends, writes none of them. A piece of one chunk or less (a
+  // download's first piece, a small tail) is filled here: nothing of this
+  // download is being sent meanwhile, so the hand-offs to a worker and back
+  // would only add to its latency.
   kj::Promise<Piece> copyOut(StagingLease lease, uint64_t bytes) {
     server_.metrics.bytesOut += bytes;
     server_.metrics.principal(requester_).bytesOut += bytes;
     // What the worker writes into lives until it is done, even when the
-    // download is abandoned first.
+    // download is abandoned first; until then only the worker touches it.
     struct Copy {
       StagingLease lease;
       Piece piece;
-      std::vector<std::pair<kj::byte*, uint64_t>> chunks;  // (request data, bytes)
+      uint64_t bytes = 0;
     };
     auto copy = std::make_shared<Copy>();
     copy->lease = kj::mv(lease);
+    copy->bytes = bytes;
     for (uint64_t pos = 0; pos < bytes; pos += kChunkBytes) {
-      const uint64_t chunk = std::min<uint64_t>(kChunkBytes, bytes - pos);
-      auto request = sink_.writeRequest(capnp::MessageSize{chunk / 8 + 8, 0});
-      copy->chunks.emplace_back(request.initData(chunk).begin(), chunk);
-      copy->piece.writes.add(kj::mv(request));
+      copy->piece.writes.add(sink_.writeRequest(capnp::MessageSize{8, 0}));
     }
-    auto job = [from = copy->lease.data(), chunks = copy->chunks]() {
-      const std::byte* at = from;
-      for (const auto& [to, n] : chunks) {
-        std::memcpy(to, at, n);
-        at += n;
+    auto job = [copy = copy.get()]() {
+      const auto* at = reinterpret_cast<const kj::byte*>(copy->lease.data());
+      for (uint64_t pos = 0, i = 0; pos < copy->bytes; pos += kChunkBytes, ++i) {
+        const uint64_t chunk = std::min<uint64_t>(kChunkBytes, copy->bytes - pos);
+        std::memcpy(copy->piece.writes[i].initData(chunk).begin(), at + pos, chunk);
       }
     };
     if (bytes <= kInlineCopyBytes) {
