@@ -192,6 +192,31 @@ TEST_F(ConvConformanceTest, Conv2dImplicitGemm) {
   checkConv({{1, 6, 9, 5}, {18, 6, 2, 3}, {.padding = {1, 0}, .dilation = {2, 1}}, false, DType::BF16}, false);
 }
 
+// f32 conv2d with 3x3 kernels, stride 1, dilation 1, one group and about
+// 128 or more input and output channels runs as Winograd F(2x2, 3x3)
+// (conv_winograd.comp around the matmul kernels): outputs of odd height
+// and width (tiles cut at the edge), every padding a 3x3 kernel takes,
+// channel counts that are not multiples of 4 (the product's scalar path),
+// one output per image, an unbatched input, bias or none.
+TEST_F(ConvConformanceTest, Conv2dWinograd) {
+  using A = Conv2dArgs;
+  const ConvCase cases[] = {
+      {{2, 128, 9, 7}, {128, 128, 3, 3}, A{}, true},                    // 7x5 outputs, no padding
+      {{1, 130, 6, 11}, {131, 130, 3, 3}, A{.padding = {1, 1}}, false},  // 130 in, 131 out
+      {{3, 128, 5, 8}, {160, 128, 3, 3}, A{.padding = {2, 0}}, true},    // padding 2 and 0
+      {{2, 128, 3, 3}, {256, 128, 3, 3}, A{}, true},                     // one output per image
+  };
+  for (const auto& k : cases) checkConv(k, false);
+  // Unbatched [C, H, W].
+  HostTensor x = randomTensor(DType::F32, {128, 5, 6}), w = randomTensor(DType::F32, {136, 128, 3, 3});
+  auto got = call("conv2d", {x, w}, {{"padding", Ints{1, 1}}});
+  HostTensor x4 = x;
+  x4.shape.insert(x4.shape.begin(), 1);
+  HostTensor want = convRef(x4, w, nullptr, A{.padding = {1, 1}}, false, DType::F32);
+  want.shape.erase(want.shape.begin());
+  expectClose(got[0], want, "conv2d unbatched Winograd", 128.0 * 9 + 1);
+}
+
 TEST_F(ConvConformanceTest, ConvTranspose2dImplicitGemm) {
   for (const auto& k : implicitGemmTransposedCases(DType::F32)) checkConv(k, true);
   checkConv({{1, 8, 4, 3}, {8, 16, 3, 3}, {.stride = {2, 2}, .padding = {1, 1}, .outputPadding = {1, 0}}, true,
