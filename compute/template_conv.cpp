@@ -147,21 +147,19 @@ struct ConvGemmPush {
   uint64_t y, x, w, b, meta;
 };
 
-// Winograd F(2x2, 3x3) (kernels/conv_winograd.comp): f32 conv2d with 3x3
+// Winograd F(2x2, 3x3) (kernels/conv_winograd.comp): conv2d with 3x3
 // kernels, stride 1, dilation 1 and one group runs as an input transform, a
 // weight transform, 16 batched products on the matmul kernels and an output
 // transform: 16 multiplications per 2x2 outputs and channel pair instead of
 // 36. Its intermediates (the transformed input and the products, each 4x
 // the input or output; the transformed weight) are scratch memory, at most
-// kWinogradMaxScratch of it, else the implicit GEMM runs. f32 only: in f16
-// the transformed values and the products would be rounded to f16 on their
-// way through memory, several times the error of the direct kernels.
-// The transforms cost about (C + O) per output and the products save about
-// C * O, so the path pays for wide layers: it runs where C * O / (C + O) is
-// at least kWinogradMinChannels (128 input and output channels). On an H100
-// it took ResNet's 128- and 256-channel 3x3 layers from 26 to 41-42
-// TFLOP/s (direct-conv FLOPs), the 64-channel layer at batch 32 from 25.6
-// to 28.3 and at batch 8 from 20 to 9-14 (the four dispatches' fixed cost).
+// kWinogradMaxScratch of it, else the implicit GEMM runs. In f32 the
+// products run on the f32 matmul kernels. In f16 and bf16 the path is taken
+// only on tensor cores: the transformed input and weight are stored in the
+// tensor's dtype (the tensor-core operands; the transforms compute in f32),
+// and the products are stored in f32 (the matmul kernel's Y_F32), so the
+// output transform sums unrounded products and no product can overflow f16
+// where the output itself does not.
 constexpr int64_t kWinogradMaxScratch = int64_t(512) << 20, kWinogradMinChannels = 64;
 
 struct WinogradPush {
@@ -403,13 +401,15 @@ class Conv final : public KernelTemplate {
   }
 
   // Whether the Winograd path should run this call (see kWinogradMaxScratch).
-  bool useWinograd(const ConvGeometry& g, DType dtype) const {
-    if (spatial_ != 2 || transposed_ || dtype != DType::F32 || !useGemm(g)) return false;
-    if (g.in.c * g.o < kWinogradMinChannels * (g.in.c + g.o)) return false;
+  bool useWinograd(const ConvGeometry& g, DType dtype, const DeviceFeatures* features) const {
+    if (spatial_ != 2 || transposed_ || !useGemm(g)) return false;
     if (g.kh != 3 || g.kw != 3 || g.sh != 1 || g.sw != 1 || g.dh != 1 || g.dw != 1 || g.groups != 1) return false;
+    if (g.in.c * g.o < kWinogradMinChannels * (g.in.c + g.o)) return false;
     const int64_t tp = winogradColumns(g);
+    if (dtype != DType::F32 && !tensorCoreProductF32(features, dtype, 16, g.o, tp, g.in.c)) return false;
+    if (dtype != DType::F32 && dtype != DType::F16 && dtype != DType::BF16) return false;
     const int64_t widest = 16 * std::max(g.in.c, g.o) * tp;  // elements of V or M, indexed in 32 bits
-    const int64_t scratch = 4 * 16 * (g.in.c * tp + g.o * tp + g.o * g.in.c);
+    const int64_t scratch = 16 * (int64_t(dtypeSize(dtype)) * (g.in.c * tp + g.o * g.in.c) + 4 * g.o * tp);
     return widest < (int64_t(1) << 31) && scratch <= kWinogradMaxScratch;
   }
 
@@ -420,10 +420,13 @@ class Conv final : public KernelTemplate {
     return (tiles + 7) / 8 * 8;
   }
 
-  const KernelSource& winogradSource(const std::string& mode) const {
-    return variants_.get("conv_winograd|" + mode, [&] {
+  // `dtype`: the tensors'. The transforms write (input, weight) or read
+  // (output: the products) f32 where noted above.
+  const KernelSource& winogradSource(const std::string& mode, DType dtype) const {
+    return variants_.get("conv_winograd|" + mode + "|" + std::string(dtypeName(dtype)), [&] {
       GlslBuilder b(DType::F32);
-      b.output("y", DType::F32).input("x", DType::F32).input("b", DType::F32);
+      if (mode == "WG_OUTPUT") b.output("y", dtype).input("x", DType::F32).input("b", dtype);
+      else b.output("y", dtype).input("x", dtype).input("b", dtype);
       b.define(mode);
       return b.build(kernelFile("conv_winograd.comp"));
     });
@@ -431,23 +434,30 @@ class Conv final : public KernelTemplate {
 
   void recordWinograd(Recorder& r, const ConvGeometry& g, std::span<const TensorView> in,
                       const TensorView& out) const {
+    const DType dtype = out.desc.dtype;
+    const uint64_t size = dtypeSize(dtype);
     const int64_t c = g.in.c, o = g.o, th = (g.oh + 1) / 2, tw = (g.ow + 1) / 2, tp = winogradColumns(g);
-    auto u = r.scratch(uint64_t(16 * o * c) * 4);
-    auto v = r.scratch(uint64_t(16 * c * tp) * 4);
+    auto u = r.scratch(uint64_t(16 * o * c) * size);
+    auto v = r.scratch(uint64_t(16 * c * tp) * size);
     auto m = r.scratch(uint64_t(16 * o * tp) * 4);
     std::vector<uint32_t> meta = words({g.in.n, c, g.in.h, g.in.w, o, g.oh, g.ow, g.ph, g.pw, th, tw,
                                         g.in.n * th * tw, tp, g.bias ? 1 : 0, 0});
     auto pass = [&](const std::string& mode, uint64_t y, uint64_t x, uint64_t b, int64_t items) {
       meta[14] = uint32_t(items);
       WinogradPush push{y, x, b, r.params(meta)};
-      r.dispatch(winogradSource(mode), push, r.groupsFor(uint64_t(items), 256));
+      r.dispatch(winogradSource(mode, dtype), push, r.groupsFor(uint64_t(items), 256));
     };
     pass("WG_WEIGHT", u->deviceAddress(), in[1].buffer->deviceAddress(), 0, o * c);
     pass("WG_INPUT", v->deviceAddress(), in[0].buffer->deviceAddress(), 0, c * tp);
-    const TensorView operands[] = {{TensorDesc{DType::F32, {16, o, c}}, u}, {TensorDesc{DType::F32, {16, c, tp}}, v}};
-    const TensorView products[] = {{TensorDesc{DType::F32, {16, o, tp}}, m}};
-    const OpSpec& product = winogradProductSpec();
-    product.kernel->record(product, r, operands, products, Attrs{});
+    if (dtype == DType::F32) {
+      const TensorView operands[] = {{TensorDesc{DType::F32, {16, o, c}}, u},
+                                     {TensorDesc{DType::F32, {16, c, tp}}, v}};
+      const TensorView products[] = {{TensorDesc{DType::F32, {16, o, tp}}, m}};
+      const OpSpec& product = winogradProductSpec();
+      product.kernel->record(product, r, operands, products, Attrs{});
+    } else {
+      recordTensorCoreProductF32(r, dtype, u->deviceAddress(), v->deviceAddress(), m->deviceAddress(), 16, o, tp, c);
+    }
     pass("WG_OUTPUT", out.buffer->deviceAddress(), m->deviceAddress(), g.bias ? in[2].buffer->deviceAddress() : 0,
          o * tp);
   }
@@ -529,7 +539,7 @@ class Conv final : public KernelTemplate {
     for (const auto& v : in) descs.push_back(v.desc);
     ConvGeometry g = geometry(op, descs, attrs);
     if (out[0].desc.numel() == 0) return;
-    if (useWinograd(g, descs[0].dtype)) {
+    if (useWinograd(g, descs[0].dtype, r.features())) {
       recordWinograd(r, g, in, out[0]);
       return;
     }
@@ -560,8 +570,8 @@ class Conv final : public KernelTemplate {
       for (bool v : {false, true}) all.push_back(&gemmSource(dtype, {64, bn, 8, v}));
     }
     all.push_back(&gemmSource(dtype, {64, 64, 16, true}));
-    if (spatial_ == 2 && !transposed_ && dtype == DType::F32) {
-      for (const char* mode : {"WG_INPUT", "WG_WEIGHT", "WG_OUTPUT"}) all.push_back(&winogradSource(mode));
+    if (spatial_ == 2 && !transposed_ && (dtype == DType::F32 || dtype == DType::F16 || dtype == DType::BF16)) {
+      for (const char* mode : {"WG_INPUT", "WG_WEIGHT", "WG_OUTPUT"}) all.push_back(&winogradSource(mode, dtype));
     }
     if (dtype == DType::BF16) all.push_back(&gemmSource(dtype, kGemmCoopTapTile));
     if (dtype == DType::F16) {

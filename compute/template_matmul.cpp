@@ -119,15 +119,17 @@ struct CoopConfig {
 
 // dtype F16 or BF16: bf16 operands move as f16 ones do, and the kernel cache
 // makes them bf16 in the SPIR-V (spirv_coop.h, kBf16OperandsDefine).
-const KernelSource& coopSource(DType dtype, const CoopConfig& c) {
+// `yF32`: the products are stored as f32 (Y_F32), not in `dtype`.
+const KernelSource& coopSource(DType dtype, const CoopConfig& c, bool yF32 = false) {
   static KernelVariants variants;
   std::string key = "matmul|" + std::string(dtypeName(dtype)) + "|coop" + std::to_string(c.bm) + "x" +
                     std::to_string(c.bn) + "x" + std::to_string(c.bk) + "|w" + std::to_string(c.wm) + "x" +
                     std::to_string(c.wn) + "|g" + std::to_string(c.group) + (c.single ? "|s1" : "|s2") +
-                    (c.transB ? "|bt" : "|bn");
+                    (c.transB ? "|bt" : "|bn") + (yF32 ? "|y32" : "");
   return variants.get(key, [&] {
     GlslBuilder b(dtype);
-    b.input("a", dtype).input("b", dtype).input("c", dtype).output("y", dtype);
+    b.input("a", dtype).input("b", dtype).input("c", dtype).output("y", yF32 ? DType::F32 : dtype);
+    if (yF32) b.define("Y_F32");
     if (dtype == DType::BF16) b.define(std::string(kBf16OperandsDefine));
     b.define("BM", std::to_string(c.bm) + "u").define("BN", std::to_string(c.bn) + "u");
     b.define("BK", std::to_string(c.bk) + "u");
@@ -339,6 +341,7 @@ class Matmul final : public KernelTemplate {
     if (dtype == DType::F32) all.push_back(&splitSumSource(dtype));
     if (dtype == DType::F16 || dtype == DType::BF16) {
       for (const auto& c : allCoopConfigs()) all.push_back(&coopSource(dtype, c));
+      all.push_back(&coopSource(dtype, kCoopTile, true));
     }
     return all;
   }
@@ -528,7 +531,38 @@ class Dot final : public KernelTemplate {
   }
 };
 
+// The plan of a contiguous batched product [batch, m, k] @ [batch, k, n].
+Plan batchedPlan(int64_t batch, int64_t m, int64_t n, int64_t k) {
+  Plan p;
+  p.m = m, p.n = n, p.k = k;
+  p.batch = {batch};
+  p.bs = {{m * k}, {k * n}, {0}};
+  p.sam = k, p.sak = 1, p.sbk = n, p.sbn = 1;
+  p.alpha = 1, p.beta = 0;
+  return p;
+}
+
 }  // namespace
+
+bool tensorCoreProductF32(const DeviceFeatures* features, DType dtype, int64_t batch, int64_t m, int64_t n,
+                          int64_t k) {
+  const int64_t words = batch * std::max({m * k, k * n, m * n});
+  return words < (int64_t(1) << 31) && Matmul::coopConfig(batchedPlan(batch, m, n, k), dtype, features, {}).has_value();
+}
+
+void recordTensorCoreProductF32(Recorder& r, DType dtype, uint64_t a, uint64_t b, uint64_t y, int64_t batch, int64_t m,
+                                int64_t n, int64_t k) {
+  const Plan p = batchedPlan(batch, m, n, k);
+  const auto c = Matmul::coopConfig(p, dtype, r.features(), {a, b, y});
+  if (!c || !tensorCoreProductF32(r.features(), dtype, batch, m, n, k)) {
+    throw std::logic_error("recordTensorCoreProductF32: the tensor-core product does not apply");
+  }
+  struct Push {
+    uint64_t a, b, c, y, meta;
+  } push{a, b, 0, y, r.params(Matmul::metaOf(p, batch))};
+  const uint64_t tiles = uint64_t((m + c->bm - 1) / c->bm) * uint64_t((n + c->bn - 1) / c->bn);
+  r.dispatch(coopSource(dtype, *c, true), push, r.groupsFor(tiles, 1, 0), 1, r.groupsFor(uint64_t(batch), 1, 2));
+}
 
 std::shared_ptr<const KernelTemplate> matmul(MatmulKind kind) { return std::make_shared<Matmul>(kind); }
 

@@ -25,4 +25,14 @@ std::shared_ptr<const KernelTemplate> matmul(MatmulKind kind = MatmulKind::kMatm
 // 1-D x 1-D -> 0-d.
 std::shared_ptr<const KernelTemplate> dot();
 
+// For other templates: y[i] = a[i] @ b[i] for i < batch, a [batch, m, k] and
+// b [batch, k, n] contiguous in `dtype` (f16 or bf16), y [batch, m, n] in
+// f32, on the tensor-core kernel (kernels/matmul_coop.comp with Y_F32).
+// tensorCoreProductF32 says whether the device and the sizes allow it (the
+// addresses must also be 16-byte aligned); recordTensorCoreProductF32
+// throws std::logic_error where they do not.
+bool tensorCoreProductF32(const DeviceFeatures* features, DType dtype, int64_t batch, int64_t m, int64_t n, int64_t k);
+void recordTensorCoreProductF32(Recorder& r, DType dtype, uint64_t a, uint64_t b, uint64_t y, int64_t batch, int64_t m,
+                                int64_t n, int64_t k);
+
 }  // namespace tensord::compute

@@ -7,6 +7,8 @@
 // With BF16_OPERANDS (bf16 tensors, DeviceFeatures::coopMatrixBf16) the
 // operands move as the same 16-bit words, the kernel cache makes the A and B
 // fragments bf16 in the SPIR-V (spirv_coop.h), and results are stored as bf16.
+// With Y_F32 results are stored as f32 (y 16-byte aligned; for other
+// templates' intermediates, template_matmul.h).
 //
 // Needs K and N multiples of 8 and 16-byte aligned a, b and y: operands move
 // as uvec4s of 8 halves, each wholly inside or outside the matrix. M and N
@@ -41,6 +43,7 @@ layout(push_constant) uniform Push {
 } p;
 
 layout(buffer_reference, std430, buffer_reference_align = 16) buffer Vec8s { uvec4 v[]; };  // 8 halves each
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer Vec4f { vec4 v[]; };  // Y_F32: 4 floats each
 
 const int kScope = 3;  // gl_ScopeSubgroup
 // B's scope is a specialization constant so that B's fragments are a type of
@@ -218,7 +221,11 @@ void main() {
               hi[e] += beta * LOAD_c(c0 + (e + 4u) * scn);
             }
           }
-#ifdef BF16_OPERANDS
+#if defined(Y_F32)
+          Vec4f(uint64_t(p.y)).v[(yoff + gm * N + gn) >> 2] = lo;
+          Vec4f(uint64_t(p.y)).v[((yoff + gm * N + gn) >> 2) + 1u] = hi;
+#else
+#if defined(BF16_OPERANDS)
           uvec4 v = uvec4(float_to_bf16(lo.x) | float_to_bf16(lo.y) << 16, float_to_bf16(lo.z) | float_to_bf16(lo.w) << 16,
                           float_to_bf16(hi.x) | float_to_bf16(hi.y) << 16, float_to_bf16(hi.z) | float_to_bf16(hi.w) << 16);
 #else
@@ -226,6 +233,7 @@ void main() {
                           packFloat2x16(f16vec2(hi.xy)), packFloat2x16(f16vec2(hi.zw)));
 #endif
           Vec8s(uint64_t(p.y)).v[(yoff + gm * N + gn) >> 3] = v;
+#endif
         }
       }
       barrier();  // As is the next tile's first buffer
