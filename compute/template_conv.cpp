@@ -408,7 +408,9 @@ class Conv final : public KernelTemplate {
     const int64_t tp = winogradColumns(g);
     if (dtype != DType::F32 && !tensorCoreProductF32(features, dtype, 16, g.o, tp, g.in.c)) return false;
     if (dtype != DType::F32 && dtype != DType::F16 && dtype != DType::BF16) return false;
-    const int64_t widest = 16 * std::max(g.in.c, g.o) * tp;  // elements of V or M, indexed in 32 bits
+    // Elements of V or M, and of the input and the output, are indexed in 32 bits.
+    const int64_t widest = std::max({16 * std::max(g.in.c, g.o) * tp, g.in.n * g.in.c * g.in.h * g.in.w,
+                                     g.in.n * g.o * g.oh * g.ow});
     const int64_t scratch = 16 * (int64_t(dtypeSize(dtype)) * (g.in.c * tp + g.o * g.in.c) + 4 * g.o * tp);
     return widest < (int64_t(1) << 31) && scratch <= kWinogradMaxScratch;
   }
