@@ -434,14 +434,22 @@ class Conv final : public KernelTemplate {
     });
   }
 
-  void recordWinograd(Recorder& r, const ConvGeometry& g, std::span<const TensorView> in,
+  // Returns false, having recorded nothing, where the scratch memory is not
+  // to be had: the implicit GEMM needs none.
+  bool recordWinograd(Recorder& r, const ConvGeometry& g, std::span<const TensorView> in,
                       const TensorView& out) const {
     const DType dtype = out.desc.dtype;
     const uint64_t size = dtypeSize(dtype);
     const int64_t c = g.in.c, o = g.o, th = (g.oh + 1) / 2, tw = (g.ow + 1) / 2, tp = winogradColumns(g);
-    auto u = r.scratch(uint64_t(16 * o * c) * size);
-    auto v = r.scratch(uint64_t(16 * c * tp) * size);
-    auto m = r.scratch(uint64_t(16 * o * tp) * 4);
+    std::shared_ptr<Buffer> u, v, m;
+    try {
+      u = r.scratch(uint64_t(16 * o * c) * size);
+      v = r.scratch(uint64_t(16 * c * tp) * size);
+      m = r.scratch(uint64_t(16 * o * tp) * 4);
+    } catch (const ComputeError& e) {
+      if (e.kind() != ComputeError::Kind::kOutOfMemory) throw;
+      return false;
+    }
     std::vector<uint32_t> meta = words({g.in.n, c, g.in.h, g.in.w, o, g.oh, g.ow, g.ph, g.pw, th, tw,
                                         g.in.n * th * tw, tp, g.bias ? 1 : 0, 0});
     auto pass = [&](const std::string& mode, uint64_t y, uint64_t x, uint64_t b, int64_t items) {
@@ -462,6 +470,7 @@ class Conv final : public KernelTemplate {
     }
     pass("WG_OUTPUT", out.buffer->deviceAddress(), m->deviceAddress(), g.bias ? in[2].buffer->deviceAddress() : 0,
          o * tp);
+    return true;
   }
 
   // Whether the tensor-core kernel can run K over taps first (TAP_MAJOR).
@@ -541,10 +550,7 @@ class Conv final : public KernelTemplate {
     for (const auto& v : in) descs.push_back(v.desc);
     ConvGeometry g = geometry(op, descs, attrs);
     if (out[0].desc.numel() == 0) return;
-    if (useWinograd(g, descs[0].dtype, r.features())) {
-      recordWinograd(r, g, in, out[0]);
-      return;
-    }
+    if (useWinograd(g, descs[0].dtype, r.features()) && recordWinograd(r, g, in, out[0])) return;
     if (useGemm(g)) {
       recordGemm(r, g, in, out[0]);
       return;

@@ -3,6 +3,9 @@
 // reference for conv_transpose2d scatters (the kernel gathers), and a few
 // results are checked against values PyTorch prints.
 
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -229,6 +232,26 @@ TEST_F(ConvConformanceTest, Conv2dWinograd) {
   HostTensor want = convRef(x4, w, nullptr, A{.padding = {1, 1}}, false, DType::F32);
   want.shape.erase(want.shape.begin());
   expectClose(got[0], want, "conv2d unbatched Winograd", 128.0 * 9 + 1);
+}
+
+// Where the Winograd path's scratch memory is not to be had (an engine near
+// its memory limit), the implicit GEMM runs instead and the call succeeds.
+TEST_F(ConvConformanceTest, Conv2dWinogradWithoutScratchMemoryFallsBack) {
+  auto conv = [](Engine* on) {
+    auto x = run("randn", {}, {{"size", Ints{1, 128, 4, 4}}, {"seed", int64_t(1)}}, on)[0];
+    auto w = run("randn", {}, {{"size", Ints{128, 128, 3, 3}}, {"seed", int64_t(2)}}, on)[0];
+    return download(run("conv2d", {x, w}, {{"padding", Ints{1, 1}}}, on)[0], on);
+  };
+  const std::vector<float> want = conv(nullptr);  // Winograd, memory to spare
+  EngineOptions options;
+  options.memoryLimitBytes = 1 << 20;  // the weight (576 KiB) fits; its transform (1 MiB) does not
+  options.stagingSlotBytes = 1 << 16;
+  options.stagingSlots = 1;
+  options.logger = spdlog::stderr_color_mt("winograd-limit");
+  Engine small(options);
+  const std::vector<float> got = conv(&small);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-3 * (1 + std::abs(want[i]))) << i;
 }
 
 TEST_F(ConvConformanceTest, ConvTranspose2dImplicitGemm) {

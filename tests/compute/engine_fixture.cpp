@@ -99,15 +99,16 @@ TensorView EngineTest::uploadBytes(const TensorDesc& desc, const std::vector<std
   return view;
 }
 
-std::vector<std::byte> EngineTest::downloadBytes(const TensorView& tensor) {
+std::vector<std::byte> EngineTest::downloadBytes(const TensorView& tensor, Engine* on) {
+  Engine& e = on ? *on : engine();
   std::vector<std::byte> out(tensor.desc.bytes());
-  StagingSlot slot = acquire(engine());
+  StagingSlot slot = acquire(e);
   for (uint64_t off = 0; off < tensor.desc.bytes(); off += slot.capacity) {
     uint64_t n = std::min<uint64_t>(slot.capacity, tensor.desc.bytes() - off);
-    blocking([&](Completion c) { engine().enqueueDownload("test", tensor.buffer, off, n, slot, std::move(c)); });
+    blocking([&](Completion c) { e.enqueueDownload("test", tensor.buffer, off, n, slot, std::move(c)); });
     std::memcpy(out.data() + off, slot.data, n);
   }
-  engine().releaseStaging(slot);
+  e.releaseStaging(slot);
   return out;
 }
 
@@ -117,21 +118,23 @@ TensorView EngineTest::upload(const Shape& shape, const std::vector<float>& data
   return uploadBytes(TensorDesc{DType::F32, shape}, bytes, owner);
 }
 
-std::vector<float> EngineTest::download(const TensorView& tensor) {
-  auto bytes = downloadBytes(tensor);
+std::vector<float> EngineTest::download(const TensorView& tensor, Engine* on) {
+  auto bytes = downloadBytes(tensor, on);
   std::vector<float> out(bytes.size() / 4);
   std::memcpy(out.data(), bytes.data(), bytes.size());
   return out;
 }
 
 std::vector<TensorView> EngineTest::run(const std::string& op, std::vector<TensorView> inputs,
-                                        const std::vector<std::pair<std::string, AttrValue>>& given) {
-  const OpSpec* spec = engine().ops().find(op);
+                                        const std::vector<std::pair<std::string, AttrValue>>& given, Engine* on) {
+  const OpSpec* spec = (on ? *on : engine()).ops().find(op);
   if (!spec) throw ComputeError(ComputeError::Kind::kUnsupported, "unknown op '" + op + "'");
-  return runSpec(*spec, std::move(inputs), validateAttrs(*spec, given));
+  return runSpec(*spec, std::move(inputs), validateAttrs(*spec, given), on);
 }
 
-std::vector<TensorView> EngineTest::runSpec(const OpSpec& spec, std::vector<TensorView> inputs, const Attrs& attrs) {
+std::vector<TensorView> EngineTest::runSpec(const OpSpec& spec, std::vector<TensorView> inputs, const Attrs& attrs,
+                                            Engine* on) {
+  Engine& e = on ? *on : engine();
   std::vector<TensorDesc> descs;
   for (const auto& in : inputs) descs.push_back(in.desc);
   std::vector<TensorView> outputs;
@@ -139,16 +142,16 @@ std::vector<TensorView> EngineTest::runSpec(const OpSpec& spec, std::vector<Tens
   if (spec.shapeFromDevice()) {
     // As the daemon does it: ask the device for the output shapes first.
     auto shapes = std::make_shared<std::vector<TensorDesc>>();
-    blocking([&](Completion c) { engine().enqueueShapeQuery("test", spec, inputs, attrs, shapes, std::move(c)); });
+    blocking([&](Completion c) { e.enqueueShapeQuery("test", spec, inputs, attrs, shapes, std::move(c)); });
     outDescs = *shapes;
   }
   for (auto& desc : outDescs) {
     // A view op's output shares its input's memory, as the daemon does it.
-    auto buffer = spec.view ? inputs[0].buffer : engine().allocate(desc.bytes(), "test");
+    auto buffer = spec.view ? inputs[0].buffer : e.allocate(desc.bytes(), "test");
     outputs.push_back({std::move(desc), std::move(buffer)});
   }
   if (spec.view) return outputs;
-  blocking([&](Completion c) { engine().enqueueOp("test", spec, inputs, outputs, attrs, std::move(c)); });
+  blocking([&](Completion c) { e.enqueueOp("test", spec, inputs, outputs, attrs, std::move(c)); });
   return outputs;
 }
 

@@ -22,21 +22,24 @@ class EngineTest : public ::testing::Test {
   static void TearDownTestSuite();
   static Engine& engine() { return *engine_; }
 
-  // Blocking helpers; they throw what the engine throws.
+  // Blocking helpers; they throw what the engine throws. `on`: another
+  // engine than the suite's (one made with other options).
   static TensorView upload(const Shape& shape, const std::vector<float>& data, const std::string& owner = "test");
-  static std::vector<float> download(const TensorView& tensor);
+  static std::vector<float> download(const TensorView& tensor, Engine* on = nullptr);
   // Validates, allocates and runs `op`, waiting for completion.
   static std::vector<TensorView> run(const std::string& op, std::vector<TensorView> inputs,
-                                     const std::vector<std::pair<std::string, AttrValue>>& attrs = {});
+                                     const std::vector<std::pair<std::string, AttrValue>>& attrs = {},
+                                     Engine* on = nullptr);
   // Runs `spec` (in the table or not: a fused op) on `inputs` with outputs
   // as its template infers them, waiting for completion.
-  static std::vector<TensorView> runSpec(const OpSpec& spec, std::vector<TensorView> inputs, const Attrs& attrs);
+  static std::vector<TensorView> runSpec(const OpSpec& spec, std::vector<TensorView> inputs, const Attrs& attrs,
+                                         Engine* on = nullptr);
 
   static std::vector<float> randomData(size_t n, float lo = -1.0f, float hi = 1.0f);
   // Any dtype, as raw little-endian bytes.
   static TensorView uploadBytes(const TensorDesc& desc, const std::vector<std::byte>& bytes,
                                 const std::string& owner = "test");
-  static std::vector<std::byte> downloadBytes(const TensorView& tensor);
+  static std::vector<std::byte> downloadBytes(const TensorView& tensor, Engine* on = nullptr);
 
  public:
   static std::mt19937& rngForTests() { return rng(); }
