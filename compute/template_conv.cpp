@@ -158,9 +158,12 @@ struct ConvGemmPush {
 // only on tensor cores: the transformed input and weight are stored in the
 // tensor's dtype (the tensor-core operands; the transforms compute in f32),
 // and the products are stored in f32 (the matmul kernel's Y_F32), so the
-// output transform sums unrounded products and no product can overflow f16
-// where the output itself does not.
-constexpr int64_t kWinogradMaxScratch = int64_t(512) << 20, kWinogradMinChannels = 64;
+// output transform sums unrounded products and no product overflows f16.
+// (The transformed input, sums of up to four inputs, still can: f16 inputs
+// above 16384 in magnitude may give inf where a direct convolution would
+// not.) Scratch memory lives until the batch the call is in has finished,
+// so several Winograd calls in one batch each hold theirs.
+constexpr int64_t kWinogradMaxScratch = int64_t(256) << 20, kWinogradMinChannels = 64;
 
 struct WinogradPush {
   uint64_t y, x, b, meta;

@@ -216,13 +216,14 @@ TEST_F(ConvConformanceTest, Conv2dWinograd) {
   };
   for (const auto& k : cases) checkConv(k, false);
   // f16 and bf16 take the path on tensor cores (elsewhere the implicit GEMM),
-  // their transformed operands rounded to the dtype. On an H100 these cases
-  // (outputs of rms 11) were off by at most 0.031 in f16 (two units in the
-  // last place) and 0.0625 in bf16 (half a unit): held to a few times that.
+  // where the product has 64 or more columns (tiles), their transformed
+  // operands rounded to the dtype. On an H100 these cases (outputs of rms
+  // 11) were off by at most 0.031 in f16 and 0.25 in bf16, two units in the
+  // last place at outputs of 16 to 32: held to a few times that.
   for (DType dtype : {DType::F16, DType::BF16}) {
-    const Tolerance tol = dtype == DType::F16 ? Tolerance{0.1, 4e-3} : Tolerance{0.25, 1.6e-2};
-    checkConv({{2, 128, 9, 7}, {128, 128, 3, 3}, A{.padding = {1, 1}}, true, dtype}, false, tol);
-    checkConv({{1, 136, 12, 11}, {256, 136, 3, 3}, A{}, false, dtype}, false, tol);
+    const Tolerance tol = dtype == DType::F16 ? Tolerance{0.1, 4e-3} : Tolerance{0.5, 1.6e-2};
+    checkConv({{2, 128, 16, 15}, {128, 128, 3, 3}, A{.padding = {1, 1}}, true, dtype}, false, tol);  // 128 tiles
+    checkConv({{1, 136, 18, 19}, {256, 136, 3, 3}, A{}, false, dtype}, false, tol);                   // 72 tiles
   }
   // Unbatched [C, H, W].
   HostTensor x = randomTensor(DType::F32, {128, 5, 6}), w = randomTensor(DType::F32, {136, 128, 3, 3});
