@@ -79,10 +79,23 @@ const DeviceFeatures* BatchRecorder::features() const { return &kernels_.device(
 uint64_t BatchRecorder::params(std::span<const std::byte> bytes) { return arena_.copy(bytes).address; }
 
 std::shared_ptr<Buffer> BatchRecorder::scratch(uint64_t bytes) {
+  bytes = std::max<uint64_t>(bytes, 16);
+  // An earlier job's scratch will do (the smallest that fits): every command
+  // waits for everything recorded before it, so that job is done with it.
+  Scratch* reuse = nullptr;
+  for (Scratch& s : scratch_) {
+    if (s.job != job_ && s.buffer->bytes() >= bytes && (!reuse || s.buffer->bytes() < reuse->buffer->bytes())) {
+      reuse = &s;
+    }
+  }
+  if (reuse) {
+    reuse->job = job_;
+    return reuse->buffer;
+  }
   // Recorded now, ahead of queued work that may still use ordered blocks:
   // only idle memory will do.
-  scratch_.push_back(allocator_.allocate(std::max<uint64_t>(bytes, 16), "(scratch)", CachingAllocator::Reuse::kIdleOnly));
-  return scratch_.back();
+  scratch_.push_back({allocator_.allocate(bytes, "(scratch)", CachingAllocator::Reuse::kIdleOnly), job_});
+  return scratch_.back().buffer;
 }
 
 uint64_t BatchRecorder::errorSlot(DeviceErrorDescriber describe) {

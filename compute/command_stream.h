@@ -72,7 +72,11 @@ class BatchRecorder final : public Recorder {
   CachingAllocator& allocator_;
   uint32_t maxGroups_[3];
   size_t job_ = 0;
-  std::vector<std::shared_ptr<Buffer>> scratch_;  // freed with the recorder, after the batch
+  struct Scratch {
+    std::shared_ptr<Buffer> buffer;
+    size_t job;  // the last job it was handed to
+  };
+  std::vector<Scratch> scratch_;  // freed with the recorder, after the batch
   std::vector<ErrorSlot> errorSlots_;
 };
 

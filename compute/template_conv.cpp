@@ -161,8 +161,8 @@ struct ConvGemmPush {
 // output transform sums unrounded products and no product overflows f16.
 // (The transformed input, sums of up to four inputs, still can: f16 inputs
 // above 16384 in magnitude may give inf where a direct convolution would
-// not.) Scratch memory lives until the batch the call is in has finished,
-// so several Winograd calls in one batch each hold theirs.
+// not.) Scratch memory lives until the batch the call is in has finished;
+// later calls of the batch reuse it (Recorder::scratch).
 constexpr int64_t kWinogradMaxScratch = int64_t(256) << 20, kWinogradMinChannels = 64;
 
 struct WinogradPush {

@@ -7,6 +7,8 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
+#include <future>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -253,6 +255,38 @@ TEST_F(ConvConformanceTest, Conv2dWinogradWithoutScratchMemoryFallsBack) {
   const std::vector<float> got = conv(&small);
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-3 * (1 + std::abs(want[i]))) << i;
+}
+
+// Scratch memory of one job serves the later jobs of its batch (each waits
+// for the ones before it): four Winograd convs submitted together hold the
+// intermediates of one, and each still gets its own result.
+TEST_F(ConvConformanceTest, Conv2dWinogradJobsOfABatchShareScratch) {
+  Engine& e = engine();
+  const OpSpec& conv = *e.ops().find("conv2d");
+  const Attrs attrs = validateAttrs(conv, {{"padding", Ints{1, 1}}});
+  auto w = run("randn", {}, {{"size", Ints{128, 128, 3, 3}}, {"seed", int64_t(7)}})[0];
+  std::vector<TensorView> xs, ys, want;
+  for (int i = 0; i < 4; ++i) {
+    xs.push_back(run("randn", {}, {{"size", Ints{1, 128, 6, 6}}, {"seed", int64_t(10 + i)}})[0]);
+    want.push_back(run("conv2d", {xs[i], w}, {{"padding", Ints{1, 1}}})[0]);
+    ys.push_back({want[i].desc, e.allocate(want[i].desc.bytes(), "test")});
+  }
+  e.waitIdle();
+  const uint64_t before = e.memoryStats().reservedBytes;
+  std::atomic<int> left{4};
+  std::promise<void> done;
+  e.holdSubmits();
+  for (int i = 0; i < 4; ++i) {
+    e.enqueueOp("test", conv, {xs[i], w}, {ys[i]}, attrs, [&](std::exception_ptr error) {
+      if (error) ADD_FAILURE() << "conv2d failed";
+      if (--left == 0) done.set_value();
+    });
+  }
+  e.releaseSubmits();
+  done.get_future().get();
+  // One conv's intermediates: the transformed weight (1 MiB) and 2 x 64 KiB.
+  EXPECT_LT(e.memoryStats().reservedBytes - before, uint64_t(2) << 20) << "each conv took scratch of its own";
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(download(ys[i]), download(want[i])) << "conv " << i;
 }
 
 TEST_F(ConvConformanceTest, ConvTranspose2dImplicitGemm) {
