@@ -169,6 +169,23 @@ struct WinogradPush {
   uint64_t y, x, b, meta;
 };
 
+// A 1x1 convolution of stride 1, without padding, groups or bias, is the
+// product weight [O, C] @ input [N, C, H * W] -> [N, O, H * W], already in
+// NCHW. In f16 and bf16 on tensor cores it runs on the matmul kernel (the
+// implicit GEMM's gather and bounds tests are dead weight there).
+const OpSpec& pointwiseProductSpec() {
+  static const OpSpec spec = [] {
+    OpSpec s;
+    s.name = "conv2d (1x1 product)";
+    s.inputs = {{"weight", InputRole::kData}, {"input", InputRole::kData}};
+    s.outputs = {"out"};
+    s.dtypes = {DType::F16, DType::BF16};
+    s.kernel = matmul(MatmulKind::kMatmul);
+    return s;
+  }();
+  return spec;
+}
+
 // The product step of the Winograd path, as bmm: [16, O, C] @ [16, C, TP].
 const OpSpec& winogradProductSpec() {
   static const OpSpec spec = [] {
@@ -403,6 +420,29 @@ class Conv final : public KernelTemplate {
     return cg * g.kh * g.kw >= kGemmMinK;
   }
 
+  // Whether this call runs as a product on the tensor-core matmul kernel
+  // (see pointwiseProductSpec).
+  bool usePointwiseProduct(const ConvGeometry& g, DType dtype, const DeviceFeatures* features,
+                           std::span<const TensorView> in) const {
+    if (spatial_ != 2 || transposed_ || g.bias || g.groups != 1 || !useGemm(g)) return false;
+    if (g.kh != 1 || g.kw != 1 || g.sh != 1 || g.sw != 1 || g.ph != 0 || g.pw != 0) return false;
+    if (dtype != DType::F16 && dtype != DType::BF16) return false;
+    if (in[0].buffer->deviceAddress() % 16 != 0 || in[1].buffer->deviceAddress() % 16 != 0) return false;
+    // The tensor-core kernel's conditions on the sizes; its output type does not enter them.
+    return tensorCoreProductF32(features, dtype, g.in.n, g.o, g.in.h * g.in.w, g.in.c);
+  }
+
+  void recordPointwiseProduct(Recorder& r, const ConvGeometry& g, std::span<const TensorView> in,
+                              const TensorView& out) const {
+    const DType dtype = out.desc.dtype;
+    const int64_t pixels = g.in.h * g.in.w;
+    const TensorView operands[] = {{TensorDesc{dtype, {g.o, g.in.c}}, in[1].buffer},
+                                   {TensorDesc{dtype, {g.in.n, g.in.c, pixels}}, in[0].buffer}};
+    const TensorView product[] = {{TensorDesc{dtype, {g.in.n, g.o, pixels}}, out.buffer}};
+    const OpSpec& spec = pointwiseProductSpec();
+    spec.kernel->record(spec, r, operands, product, Attrs{});
+  }
+
   // Whether the Winograd path should run this call (see kWinogradMaxScratch).
   bool useWinograd(const ConvGeometry& g, DType dtype, const DeviceFeatures* features) const {
     if (spatial_ != 2 || transposed_ || !useGemm(g)) return false;
@@ -553,6 +593,10 @@ class Conv final : public KernelTemplate {
     for (const auto& v : in) descs.push_back(v.desc);
     ConvGeometry g = geometry(op, descs, attrs);
     if (out[0].desc.numel() == 0) return;
+    if (usePointwiseProduct(g, descs[0].dtype, r.features(), in)) {
+      recordPointwiseProduct(r, g, in, out[0]);
+      return;
+    }
     if (useWinograd(g, descs[0].dtype, r.features()) && recordWinograd(r, g, in, out[0])) return;
     if (useGemm(g)) {
       recordGemm(r, g, in, out[0]);
