@@ -169,34 +169,29 @@ struct WinogradPush {
   uint64_t y, x, b, meta;
 };
 
+// A matrix product a conv runs on the matmul kernels, as an internal op.
+OpSpec productSpec(std::string name, MatmulKind kind, std::vector<DType> dtypes) {
+  OpSpec s;
+  s.name = std::move(name);
+  s.inputs = {{"a", InputRole::kData}, {"b", InputRole::kData}};
+  s.outputs = {"out"};
+  s.dtypes = std::move(dtypes);
+  s.kernel = matmul(kind);
+  return s;
+}
+
 // A 1x1 convolution of stride 1, without padding, groups or bias, is the
 // product weight [O, C] @ input [N, C, H * W] -> [N, O, H * W], already in
 // NCHW. In f16 and bf16 on tensor cores it runs on the matmul kernel (the
 // implicit GEMM's gather and bounds tests are dead weight there).
 const OpSpec& pointwiseProductSpec() {
-  static const OpSpec spec = [] {
-    OpSpec s;
-    s.name = "conv2d (1x1 product)";
-    s.inputs = {{"weight", InputRole::kData}, {"input", InputRole::kData}};
-    s.outputs = {"out"};
-    s.dtypes = {DType::F16, DType::BF16};
-    s.kernel = matmul(MatmulKind::kMatmul);
-    return s;
-  }();
+  static const OpSpec spec = productSpec("conv2d (1x1 product)", MatmulKind::kMatmul, {DType::F16, DType::BF16});
   return spec;
 }
 
 // The product step of the Winograd path, as bmm: [16, O, C] @ [16, C, TP].
 const OpSpec& winogradProductSpec() {
-  static const OpSpec spec = [] {
-    OpSpec s;
-    s.name = "conv2d (Winograd product)";
-    s.inputs = {{"input", InputRole::kData}, {"mat2", InputRole::kData}};
-    s.outputs = {"out"};
-    s.dtypes = {DType::F32};
-    s.kernel = matmul(MatmulKind::kBmm);
-    return s;
-  }();
+  static const OpSpec spec = productSpec("conv2d (Winograd product)", MatmulKind::kBmm, {DType::F32});
   return spec;
 }
 
