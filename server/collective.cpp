@@ -557,8 +557,7 @@ kj::Promise<void> CollectiveRun::receive(uint32_t from, uint32_t step, uint32_t 
       const uint64_t begin = segmentBegin(seg) + chunk * chunkElems;
       size = std::min(chunkElems, segmentBegin(seg + 1) - begin) * 4;
       offset = begin * 4;
-      reduceIt = step < n_ - 1;
-      target = scratch_;
+      reduceIt = step < n_ - 1;  // the ring lands its chunks in host memory (below), not at `target`
       if (step + 1 < ringSteps_) {
         forwardTo = (r_ + 1) % n_;
         forwardStep = step + 1;
@@ -597,8 +596,8 @@ kj::Promise<void> CollectiveRun::receive(uint32_t from, uint32_t step, uint32_t 
   }
   if (data.size() != size) return bad("expected " + std::to_string(size) + " bytes");
   if (algo_ == Algo::kRing) {
-    // Straight off the message into host memory the device copies from; no
-    // device work or send touches these bytes of it meanwhile.
+    // Straight off the message into host memory the device reads; no device
+    // work or send touches these bytes of it meanwhile.
     std::memcpy((reduceIt ? recvHost_ : wire_)->hostData() + offset, data.begin(), size);
     if (!reduceIt) {
       // Allgather phase: the final values go on at once, and to the device.
