@@ -454,10 +454,13 @@ interface GroupPeer {
   # Held by a member of a group; the daemon hosting it is another member.
   # Calls arrive in the order they were sent (one sender per capability).
   header @0 (header :CollectiveHeader) -> ();
-  data @1 (seq :UInt64, step :UInt32, chunk :UInt32, data :Data) -> stream;
+  data @1 (seq :UInt64, step :UInt32, chunk :UInt32, data :Data) -> ();
   # Chunk `chunk` of the sender's step `step` of collective `seq`; what it
   # holds follows from the agreed headers (the algorithm's layout). Sent only
-  # once the receiver's header for `seq` arrived.
+  # once the receiver's header for `seq` arrived. Answered once the receiver
+  # has taken the bytes off the message. Not a streaming call, so that the
+  # receiver may land several chunks at once; the sender keeps a window of
+  # unanswered calls itself. (On the wire the same as `-> stream`.)
   abort @2 (seq :UInt64, reason :Text) -> ();
   # The sender failed collective `seq` (a mismatch, a lost member, a
   # timeout): the receiver fails it too, naming the sender and the reason.

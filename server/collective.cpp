@@ -597,18 +597,20 @@ kj::Promise<void> CollectiveRun::receive(uint32_t from, uint32_t step, uint32_t 
   if (data.size() != size) return bad("expected " + std::to_string(size) + " bytes");
   if (algo_ == Algo::kRing) {
     // Straight off the message into host memory the device reads; no device
-    // work or send touches these bytes of it meanwhile.
-    std::memcpy((reduceIt ? recvHost_ : wire_)->hostData() + offset, data.begin(), size);
-    if (!reduceIt) {
-      // Allgather phase: the final values go on at once, and to the device.
-      if (forwardTo >= 0) sendWire(uint32_t(forwardTo), forwardStep, chunk, offset, size);
-      tasks_.add(transfer(wire_, scratch_, offset, size));
-      receivedOne(from);
+    // work or send touches these bytes of it meanwhile. A large chunk is
+    // copied on a worker thread while the loop reads the next ones: the
+    // copy was the loop's largest cost after the socket itself, and the
+    // ring's pace is the loop's. The call, and with it the message, ends
+    // once the bytes are off it.
+    std::byte* to = (reduceIt ? recvHost_ : wire_)->hostData() + offset;
+    const PendingReduce got{from, chunk, forwardStep, forwardTo, offset, size};
+    if (size < kWorkerCopyBytes) {
+      std::memcpy(to, data.begin(), size);
+      landed(got, reduceIt);
       return kj::READY_NOW;
     }
-    pendingReduce_.push_back({from, chunk, forwardStep, forwardTo, offset, size});
-    if (reducesInFlight_ < kMaxReducesInFlight) flushReduces();
-    return kj::READY_NOW;
+    return receiving_.wrap(
+        server_.chunkCopies.copy(to, data.begin(), size).then([this, got, reduceIt]() { landed(got, reduceIt); }));
   }
   // Stored data goes on at once (chains): the next member need not wait
   // for this one's device.
@@ -619,6 +621,22 @@ kj::Promise<void> CollectiveRun::receive(uint32_t from, uint32_t step, uint32_t 
     tasks_.add(upload(lease, size, target, offset));
     receivedOne(from);
   }));
+}
+
+// A ring chunk is in host memory: in the allgather phase the final values
+// go on at once, and to the device; in the reduce phase to the device's
+// reduction (flushReduces).
+void CollectiveRun::landed(const PendingReduce& chunk, bool reduceIt) {
+  if (!reduceIt) {
+    if (chunk.forwardTo >= 0) {
+      sendWire(uint32_t(chunk.forwardTo), chunk.forwardStep, chunk.chunk, chunk.offset, chunk.size);
+    }
+    tasks_.add(transfer(wire_, scratch_, chunk.offset, chunk.size));
+    receivedOne(chunk.from);
+    return;
+  }
+  pendingReduce_.push_back(chunk);
+  if (reducesInFlight_ < kMaxReducesInFlight) flushReduces();
 }
 
 // Chunks received in the ring's reduce phase are reduced on the device,

@@ -178,7 +178,12 @@ class CollectiveRun final : private kj::TaskSet::ErrorHandler {
     int64_t forwardTo;
     uint64_t offset, size;  // bytes
   };
+  void landed(const PendingReduce& chunk, bool reduceIt);  // a chunk is in host memory
   static constexpr uint32_t kMaxReducesInFlight = 2;
+  // Ring chunks from this size up are copied off their messages on a worker
+  // thread (ServerState::chunkCopies); smaller ones on the loop, where the
+  // hand-off would cost more than the copy.
+  static constexpr uint64_t kWorkerCopyBytes = 256u << 10;
   std::vector<PendingReduce> pendingReduce_;
   uint32_t reducesInFlight_ = 0;
 

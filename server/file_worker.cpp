@@ -4,7 +4,57 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cstring>
+
 namespace tensord::server {
+
+namespace {
+
+// Where a copy of FileWorker::copy stands; a dropped copy never starts.
+struct CopyState {
+  enum class Phase { kQueued, kRunning, kFinished, kDropped };
+  std::mutex mu;
+  std::condition_variable changed;
+  Phase phase = Phase::kQueued;  // GUARDED_BY(mu)
+};
+
+// Goes with the copy's promise: once it is gone, so is every access to the
+// copy's memory.
+class CopyGuard {
+ public:
+  explicit CopyGuard(std::shared_ptr<CopyState> state) : state_(std::move(state)) {}
+  ~CopyGuard() {
+    std::unique_lock lock(state_->mu);
+    if (state_->phase == CopyState::Phase::kQueued) state_->phase = CopyState::Phase::kDropped;
+    state_->changed.wait(lock, [this] { return state_->phase != CopyState::Phase::kRunning; });
+  }
+  CopyGuard(const CopyGuard&) = delete;
+  CopyGuard& operator=(const CopyGuard&) = delete;
+
+ private:
+  std::shared_ptr<CopyState> state_;
+};
+
+}  // namespace
+
+kj::Promise<void> FileWorker::copy(void* to, const void* from, size_t bytes) {
+  auto state = std::make_shared<CopyState>();
+  auto copied = run([state, to, from, bytes] {
+    {
+      std::lock_guard lock(state->mu);
+      if (state->phase == CopyState::Phase::kDropped) return;
+      state->phase = CopyState::Phase::kRunning;
+    }
+    std::memcpy(to, from, bytes);
+    {
+      std::lock_guard lock(state->mu);
+      state->phase = CopyState::Phase::kFinished;
+    }
+    state->changed.notify_all();
+  });
+  // Attached, the guard goes after the copy's promise.
+  return copied.attach(kj::heap<CopyGuard>(kj::mv(state)));
+}
 
 FileWorker::FileWorker(unsigned threads, int nice) {
   for (unsigned i = 0; i < threads; ++i) threads_.emplace_back([this, nice] { work(nice); });

@@ -49,6 +49,13 @@ class FileWorker {
   template <typename Job>
   kj::Promise<void> run(Job&& job);
 
+  // Copies `bytes` from `from` to `to` on a worker thread. Unlike run(), the
+  // memory need live only as long as the returned promise: dropping the
+  // promise before the copy finished waits, on the calling thread, for a
+  // copy under way to end, and one not yet started never starts. For bytes
+  // the caller holds only until its promise settles (a call's message).
+  kj::Promise<void> copy(void* to, const void* from, size_t bytes);
+
   // Runs `job` on a worker thread for its effect alone (closing a file,
   // removing a temporary one); what it throws is dropped.
   template <typename Job>

@@ -368,10 +368,54 @@ kj::Promise<void> RemoteLink::data(uint64_t seq, uint32_t step, uint32_t chunk, 
     } else {
       request.setData(copy);
     }
-    auto sent = l->dataTail.then([request = kj::mv(request)]() mutable { return request.send(); }).fork();
+    const uint64_t size = bytes.size();
+    auto sent = l->dataTail
+                    .then([inside, link]() -> kj::Promise<void> {
+                      PeerLink* l = inside->find(link);
+                      if (l == nullptr) return linkClosed();
+                      return l->room();
+                    })
+                    .then([inside, link, size, request = kj::mv(request)]() mutable {
+                      PeerLink* l = inside->find(link);
+                      if (l == nullptr) kj::throwFatalException(linkClosed());
+                      l->dataInFlight += size;
+                      // The answer settles on this thread while the link is
+                      // open: dataAnswers goes with it.
+                      l->dataAnswers.add(request.send().ignoreResult().then(
+                          [l, size]() { l->answered(size); },
+                          [l, size](kj::Exception&& e) {
+                            l->dataFailed(kj::mv(e));
+                            l->answered(size);
+                          }));
+                    })
+                    .fork();
     l->dataTail = sent.addBranch();
     return sent.addBranch();
   });
+}
+
+kj::Promise<void> PeerLink::room() {
+  KJ_IF_MAYBE (e, dataFailure) return kj::cp(*e);
+  if (dataInFlight < protocol::kStreamWindowBytes) return kj::READY_NOW;
+  auto paf = kj::newPromiseAndFulfiller<void>();
+  roomWaiter = kj::mv(paf.fulfiller);
+  return kj::mv(paf.promise);
+}
+
+void PeerLink::answered(uint64_t bytes) {
+  dataInFlight -= bytes;
+  if (roomWaiter && dataInFlight < protocol::kStreamWindowBytes) {
+    auto waiter = kj::mv(roomWaiter);
+    waiter->fulfill();
+  }
+}
+
+void PeerLink::dataFailed(kj::Exception&& error) {
+  if (dataFailure == nullptr) dataFailure = kj::mv(error);
+  if (roomWaiter) {
+    auto waiter = kj::mv(roomWaiter);
+    KJ_IF_MAYBE (e, dataFailure) waiter->reject(kj::cp(*e));
+  }
 }
 
 kj::Promise<void> RemoteLink::onDisconnect() {

@@ -77,9 +77,18 @@ struct PeerLink {
     while (!sentFrom.empty() && sentFrom.front().first < mark) sentFrom.pop_front();
   }
 
-  // The last data message queued: each goes once the one before it was
-  // taken (Cap'n Proto's flow control for streaming calls).
-  kj::Promise<void> dataTail = kj::READY_NOW;
+  // GroupPeer.data calls go out in the order queued, each once fewer than
+  // kStreamWindowBytes of data calls are unanswered (the link's own flow
+  // control: the receiver lands each chunk on a worker thread, so its calls
+  // are not streaming calls, which it would take one at a time). The first
+  // failed call fails every later one, as a failed stream would.
+  kj::Promise<void> dataTail = kj::READY_NOW;  // the last call queued, once sent
+  uint64_t dataInFlight = 0;                   // bytes of data calls sent and not yet answered
+  kj::Own<kj::PromiseFulfiller<void>> roomWaiter;  // the next call, waiting for the window
+  kj::Maybe<kj::Exception> dataFailure;
+  kj::Promise<void> room();                // resolves once the next call may go
+  void answered(uint64_t bytes);           // a data call of `bytes` was answered
+  void dataFailed(kj::Exception&& error);  // ... or failed
 
   kj::Own<kj::AsyncIoStream> stream;
   kj::Own<protocol::WindowedVatNetwork> network;  // streams with a window of kStreamWindowBytes
@@ -87,6 +96,12 @@ struct PeerLink {
   proto::Session::Client session = nullptr;
   proto::GroupPeer::Client peer = nullptr;
   uint64_t remoteNonce = 0;  // the member's formation of the group
+
+  // The answers of data calls in flight (each ends in answered()); first to go.
+  struct IgnoreErrors final : kj::TaskSet::ErrorHandler {
+    void taskFailed(kj::Exception&&) override {}
+  } ignoreErrors;
+  kj::TaskSet dataAnswers{ignoreErrors};
 };
 
 class NodeDialer {

@@ -96,6 +96,10 @@ class ServerState final : private kj::TaskSet::ErrorHandler {
   // keeping alive (keepUntilSettled). (`files` is declared before tasks_:
   // what tasks hold may still hand it jobs as they are destroyed.)
   FileWorker hostCopies{2, /*nice=*/0};
+  // Collectives' copies of received chunks off their messages
+  // (FileWorker::copy), on threads of their own: no chunk waits behind a
+  // download's copy.
+  FileWorker chunkCopies{2, /*nice=*/0};
 };
 
 class ConnectionState;
