@@ -183,7 +183,7 @@ class CollectiveRun final : private kj::TaskSet::ErrorHandler {
   // Ring chunks from this size up are copied off their messages on a worker
   // thread (ServerState::chunkCopies); smaller ones on the loop, where the
   // hand-off would cost more than the copy.
-  static constexpr uint64_t kWorkerCopyBytes = 256u << 10;
+  static constexpr uint64_t kWorkerCopyBytes = 1u << 20;
   std::vector<PendingReduce> pendingReduce_;
   uint32_t reducesInFlight_ = 0;
 
