@@ -1,8 +1,9 @@
 #pragma once
 // The stream window both ends of a tensord connection send with.
 //
-// Cap'n Proto paces `-> stream` calls (ByteSink.write, TensorWriter.write,
-// GroupPeer.data) by a window: a sender may have that many bytes of calls
+// Cap'n Proto paces `-> stream` calls (ByteSink.write, TensorWriter.write)
+// by a window (GroupPeer.data calls keep one of the same size themselves,
+// server/group_link.h): a sender may have that many bytes of calls
 // unanswered before the next call waits. Its two-party network takes the
 // socket's send buffer as the window (on Linux 16 KiB at first, growing to
 // a few MiB; a fixed 64 KiB over TLS, where the stream has no socket

@@ -49,6 +49,7 @@ CollectiveRun::CollectiveRun(Group& group, uint64_t seq, CollectiveRequest reque
   planned_ = kj::mv(plan.fulfiller);
   whenPlanned_ = plan.promise.fork();
   sendTail_.resize(n_);
+  for (uint32_t r = 0; r < n_; ++r) stagedFrom_.add(kj::READY_NOW);
   expectedFrom_.assign(n_, 0);
   receivedFrom_.assign(n_, 0);
 }
@@ -525,8 +526,8 @@ kj::Promise<void> CollectiveRun::onData(uint32_t from, uint32_t step, uint32_t c
   }
   if (finished_) return failed(what() + ": " + peerName(from) + " sent data after the collective ended here");
   // A member may start sending as soon as it has every header, which can be
-  // before this member has them all: its data waits here (and its stream
-  // with it) until this member's plan is set up.
+  // before this member has them all: its data waits here (and, once its
+  // window is full, the sender with it) until this member's plan is set up.
   if (!planReady_) {
     return whenPlanned_.addBranch().then(
         [this, from, step, chunk, data]() { return receive(from, step, chunk, data); });
@@ -615,12 +616,21 @@ kj::Promise<void> CollectiveRun::receive(uint32_t from, uint32_t step, uint32_t 
   // Stored data goes on at once (chains): the next member need not wait
   // for this one's device.
   if (forwardTo >= 0) queueSend(uint32_t(forwardTo), forwardStep, chunk, data);
-  // Copy it into a staging slot: then the sender may go on.
-  return receiving_.wrap(server_.staging.acquire().then([this, data, from, target, offset, size](StagingLease lease) {
-    std::memcpy(lease.data(), data.begin(), size);
-    tasks_.add(upload(lease, size, target, offset));
-    receivedOne(from);
-  }));
+  // Copy it into a staging slot: then the sender may go on. A sender's
+  // chunks take slots one at a time, as when they came as a stream: the
+  // pool is shared with clients' transfers.
+  auto staged =
+      kj::mv(stagedFrom_[from])
+          .then([this, data, from, target, offset, size]() {
+            return server_.staging.acquire().then([this, data, from, target, offset, size](StagingLease lease) {
+              std::memcpy(lease.data(), data.begin(), size);
+              tasks_.add(upload(lease, size, target, offset));
+              receivedOne(from);
+            });
+          })
+          .fork();
+  stagedFrom_[from] = staged.addBranch();
+  return receiving_.wrap(staged.addBranch());
 }
 
 // A ring chunk is in host memory: in the allgather phase the final values

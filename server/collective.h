@@ -5,15 +5,16 @@
 // 1. Every member sends its header (kind, op, root, input dtypes and shapes)
 //    to every other member and waits for theirs; any difference fails the
 //    collective on every member alike, naming both sides, before data moves.
-// 2. Data moves in chunks (groups.chunk_bytes) over the GroupPeer `data`
-//    stream of each link, so Cap'n Proto's flow control paces senders (the
-//    links this member sends through run on the LinkThread, group_link.h):
+// 2. Data moves in chunks (groups.chunk_bytes) as GroupPeer `data` calls on
+//    each link, paced by the sending link's window (the links this member
+//    sends through run on the LinkThread, group_link.h):
 //    - allreduce: ring reduce-scatter then allgather over 2(n-1) steps.
-//      Chunks go out of and come into host memory that the device copies
-//      to and from (Engine::allocateHost, enqueueTransfer), with no staging
-//      slots and no copy into messages: a chunk received is copied off its
-//      message, copied to the device, reduced into the f32 scratch there,
-//      copied back and sent on, while later chunks are in flight. Small
+//      Chunks go out of and come into host memory that the device reads
+//      and writes (Engine::allocateHost), with no staging slots and no copy
+//      into messages: a chunk received is copied off its message (on a
+//      worker thread from 1 MiB), reduced by one dispatch that writes the
+//      sum to the f32 scratch and to the wire buffer, and sent on from
+//      there, while later chunks are in flight. Small
 //      tensors go direct instead: every member sends its whole tensor to
 //      every other and each reduces all of them in rank order (one network
 //      hop instead of 2(n-1)).
@@ -189,8 +190,9 @@ class CollectiveRun final : private kj::TaskSet::ErrorHandler {
 
   std::vector<kj::Own<kj::ForkedPromise<void>>> regionSends_;  // this member's own chunks going out
   std::vector<kj::Own<kj::ForkedPromise<void>>> sendTail_;     // per member: the last send queued to it
-  // Chunks waiting for a staging slot: their promises belong to the link
-  // that delivered them and may outlive the run; they are dropped with it.
+  kj::Vector<kj::Promise<void>> stagedFrom_;                   // per member: its last chunk into a staging slot
+  // Chunks being landed: their promises belong to the link that delivered
+  // them and may outlive the run; they are dropped with it.
   kj::Canceler receiving_;
   kj::TaskSet tasks_{*this};  // last: chunk work goes first
 };

@@ -4,11 +4,17 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstring>
 
 namespace tensord::server {
 
 namespace {
+
+// A copy of FileWorker::copy goes in pieces of this size; a dropped one
+// stops after the piece under way.
+constexpr size_t kCopyPieceBytes = size_t(1) << 20;
 
 // Where a copy of FileWorker::copy stands; a dropped copy never starts.
 struct CopyState {
@@ -16,6 +22,7 @@ struct CopyState {
   std::mutex mu;
   std::condition_variable changed;
   Phase phase = Phase::kQueued;  // GUARDED_BY(mu)
+  std::atomic<bool> dropped{false};
 };
 
 // Goes with the copy's promise: once it is gone, so is every access to the
@@ -24,6 +31,7 @@ class CopyGuard {
  public:
   explicit CopyGuard(std::shared_ptr<CopyState> state) : state_(std::move(state)) {}
   ~CopyGuard() {
+    state_->dropped = true;
     std::unique_lock lock(state_->mu);
     if (state_->phase == CopyState::Phase::kQueued) state_->phase = CopyState::Phase::kDropped;
     state_->changed.wait(lock, [this] { return state_->phase != CopyState::Phase::kRunning; });
@@ -45,7 +53,11 @@ kj::Promise<void> FileWorker::copy(void* to, const void* from, size_t bytes) {
       if (state->phase == CopyState::Phase::kDropped) return;
       state->phase = CopyState::Phase::kRunning;
     }
-    std::memcpy(to, from, bytes);
+    auto* out = static_cast<std::byte*>(to);
+    const auto* in = static_cast<const std::byte*>(from);
+    for (size_t at = 0; at < bytes && !state->dropped; at += kCopyPieceBytes) {
+      std::memcpy(out + at, in + at, std::min(kCopyPieceBytes, bytes - at));
+    }
     {
       std::lock_guard lock(state->mu);
       state->phase = CopyState::Phase::kFinished;

@@ -51,9 +51,11 @@ class FileWorker {
 
   // Copies `bytes` from `from` to `to` on a worker thread. Unlike run(), the
   // memory need live only as long as the returned promise: dropping the
-  // promise before the copy finished waits, on the calling thread, for a
-  // copy under way to end, and one not yet started never starts. For bytes
-  // the caller holds only until its promise settles (a call's message).
+  // promise before the copy finished stops a copy under way after the 1 MiB
+  // piece it is on and waits for that, on the calling thread (the
+  // destination then holds a first part of the bytes), and a copy not yet
+  // started never starts. For bytes the caller holds only until its
+  // promise settles (a call's message).
   kj::Promise<void> copy(void* to, const void* from, size_t bytes);
 
   // Runs `job` on a worker thread for its effect alone (closing a file,

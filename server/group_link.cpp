@@ -394,6 +394,10 @@ kj::Promise<void> RemoteLink::data(uint64_t seq, uint32_t step, uint32_t chunk, 
   });
 }
 
+PeerLink::~PeerLink() {
+  if (roomWaiter) roomWaiter->reject(linkClosed());
+}
+
 kj::Promise<void> PeerLink::room() {
   KJ_IF_MAYBE (e, dataFailure) return kj::cp(*e);
   if (dataInFlight < protocol::kStreamWindowBytes) return kj::READY_NOW;

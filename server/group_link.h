@@ -61,6 +61,8 @@ MemberAddress parseMemberAddress(std::string_view text, std::string_view key);
 // An open link to one member. Declaration order is teardown order,
 // reversed: capabilities, then the RPC system, the network and the socket.
 struct PeerLink {
+  ~PeerLink();  // a call waiting for the window fails: the link was closed
+
   // Buffers that data messages queued here point into (sent without a copy,
   // capnp::Orphanage::referenceExternalData): they must live until those
   // messages were written. A later call's answer on this link proves that
