@@ -154,6 +154,18 @@ kj::Promise<void> CollectiveRun::exchangeHeaders() {
     answered.add(sent.addBranch());
   }
   group_.headers_[seq_][r_] = std::move(mine);
+  // A small allreduce is bound by its round trips: its own contribution
+  // goes to host memory while the headers cross, which it does not depend
+  // on. A failure here is the run's once the headers agree, as it would
+  // have been without this.
+  if (preparesEarly()) {
+    try {
+      prepareReduction();
+      prepared_ = true;
+    } catch (kj::Exception& e) {
+      earlyFailure_ = kj::mv(e);
+    }
+  }
   server_.log.debug("{}: collective #{} sent its header; {} of {} here", what(), seq_, group_.headers_[seq_].size(),
                     n_);
   kj::Promise<void> headers = kj::READY_NOW;
@@ -316,8 +328,14 @@ void CollectiveRun::sendWire(uint32_t to, uint32_t step, uint32_t chunk, uint64_
 kj::Promise<void> CollectiveRun::transfer(const std::shared_ptr<compute::Buffer>& src,
                                           const std::shared_ptr<compute::Buffer>& dst, uint64_t offset,
                                           uint64_t bytes) {
+  return transfer(src, offset, dst, offset, bytes);
+}
+
+kj::Promise<void> CollectiveRun::transfer(const std::shared_ptr<compute::Buffer>& src, uint64_t srcOffset,
+                                          const std::shared_ptr<compute::Buffer>& dst, uint64_t dstOffset,
+                                          uint64_t bytes) {
   return enqueueDevice([&](compute::Completion done) {
-    server_.engine.enqueueTransfer(request_.owner, src, offset, dst, offset, bytes, std::move(done));
+    server_.engine.enqueueTransfer(request_.owner, src, srcOffset, dst, dstOffset, bytes, std::move(done));
   });
 }
 
@@ -372,7 +390,8 @@ kj::Promise<void> CollectiveRun::moveData() {
   auto paf = kj::newPromiseAndFulfiller<void>();
   allIn_ = kj::mv(paf.fulfiller);
   if (isReduction(kind)) {
-    prepareReduction();
+    KJ_IF_MAYBE (e, earlyFailure_) kj::throwFatalException(kj::mv(*e));
+    if (!prepared_) prepareReduction();
     if (algo_ == Algo::kRing) startRing();
     if (algo_ == Algo::kDirect) startDirectReduce();
   } else if (kind == "broadcast") {
@@ -399,6 +418,16 @@ kj::Promise<void> CollectiveRun::moveData() {
       });
 }
 
+bool CollectiveRun::preparesEarly() const {
+  if (request_.kind != "allreduce" || n_ == 1) return false;
+  uint64_t elements = 0;
+  for (const auto& input : request_.inputs) {
+    if (!compute::isFloating(input.desc.dtype)) return false;  // refused once the headers agree
+    elements += uint64_t(input.desc.numel());
+  }
+  return elements * 4 <= kDirectMaxBytes;
+}
+
 void CollectiveRun::prepareReduction() {
   reduceOp_ = request_.op == "mean" ? "sum" : request_.op;
   total_ = 0;
@@ -421,10 +450,17 @@ void CollectiveRun::prepareReduction() {
     wire_ = allocateHost(total_ * 4 + 8);
     recvHost_ = allocateHost(total_ * 4);
   }
+  // Direct: this member's contribution goes out of host memory too.
+  if (algo_ == Algo::kDirect) wire_ = allocateHost(total_ * 4 + 8);
   for (size_t i = 0; i < request_.inputs.size(); ++i) {
     const auto& input = request_.inputs[i];
     tasks_.add(convert(input, 0, view(scratch_, compute::DType::F32), base_ + inputOffsets_[i],
                        uint64_t(input.desc.numel()), 1.0));
+  }
+  if (algo_ == Algo::kDirect) {
+    auto ready = transfer(scratch_, base_ * 4, wire_, 0, total_ * 4).fork();
+    tasks_.add(ready.addBranch());  // a failure fails the run at once
+    wireReady_ = kj::heap(kj::mv(ready));
   }
 }
 
@@ -463,7 +499,9 @@ void CollectiveRun::startDirectReduce() {
   for (uint64_t c = 0; c < chunks; ++c) {
     const uint64_t begin = c * chunkElems;
     const uint64_t count = std::min(chunkElems, total_ - begin);
-    trackSend(sendRegion(others, 0, uint32_t(c), Region{scratch_, (base_ + begin) * 4, count * 4}, nullptr));
+    trackSend(wireReady_->addBranch().then([this, others, c, begin, count]() {
+      for (uint32_t r : others) sendWire(r, 0, uint32_t(c), begin * 4, count * 4);
+    }));
   }
 }
 

@@ -17,7 +17,9 @@
 //      there, while later chunks are in flight. Small
 //      tensors go direct instead: every member sends its whole tensor to
 //      every other and each reduces all of them in rank order (one network
-//      hop instead of 2(n-1)).
+//      hop instead of 2(n-1)); a member's own contribution is converted
+//      and copied to host memory while the headers cross, and sent from
+//      there.
 //    - reduce_scatter: the ring's first half, ending on this rank's slice.
 //    - broadcast: a pipelined chain from the root.
 //    - allgather: each member sends its tensor to every other.
@@ -114,11 +116,17 @@ class CollectiveRun final : private kj::TaskSet::ErrorHandler {
   // the message points into it instead of copying (see PeerLink::sentFrom).
   void queueSend(uint32_t to, uint32_t step, uint32_t chunk, kj::ArrayPtr<const kj::byte> bytes,
                  const std::shared_ptr<compute::Buffer>& from = nullptr);
-  // Ring: `bytes` of the wire buffer at byte `offset`, without a copy.
+  // Ring, direct: `bytes` of the wire buffer at byte `offset`, without a copy.
   void sendWire(uint32_t to, uint32_t step, uint32_t chunk, uint64_t offset, uint64_t bytes);
-  // Ring: the device copies `bytes` at byte `offset` from `src` to `dst`.
+  // The device copies `bytes` at byte `offset` from `src` to `dst` (or from
+  // `srcOffset` to `dstOffset`).
   kj::Promise<void> transfer(const std::shared_ptr<compute::Buffer>& src, const std::shared_ptr<compute::Buffer>& dst,
                              uint64_t offset, uint64_t bytes);
+  kj::Promise<void> transfer(const std::shared_ptr<compute::Buffer>& src, uint64_t srcOffset,
+                             const std::shared_ptr<compute::Buffer>& dst, uint64_t dstOffset, uint64_t bytes);
+  // A small allreduce (the direct algorithm) whose inputs can be prepared
+  // before the headers are agreed (see exchangeHeaders).
+  bool preparesEarly() const;
   // `sending`, its failure naming the member it went to.
   kj::Promise<void> linkTo(uint32_t to, kj::Promise<void> sending);
   void receivedOne(uint32_t from);
@@ -168,7 +176,10 @@ class CollectiveRun final : private kj::TaskSet::ErrorHandler {
   std::vector<uint64_t> chunkBase_;                           // broadcast: first chunk id of each input, then the total
   std::shared_ptr<compute::Buffer> scratch_;                  // f32 partial results (reductions)
   std::shared_ptr<compute::Buffer> recvHost_;                 // ring: f32 chunks to reduce, as received (host memory)
-  std::shared_ptr<compute::Buffer> wire_;                     // ring: f32 chunks going out (host memory)
+  std::shared_ptr<compute::Buffer> wire_;  // ring, direct: f32 chunks going out (host memory)
+  kj::Own<kj::ForkedPromise<void>> wireReady_;  // direct: this member's contribution is in wire_
+  bool prepared_ = false;                       // prepareReduction() ran while the headers crossed
+  kj::Maybe<kj::Exception> earlyFailure_;       // ... and failed: the run fails with it once they agree
   std::vector<std::shared_ptr<compute::Buffer>> outBuffers_;  // broadcast, allgather: outputs being filled
   uint32_t shift_ = 0;                                        // ring: 0 allreduce, 1 reduce_scatter
   uint32_t ringSteps_ = 0;
