@@ -70,6 +70,7 @@ def torch_cases():
         "matmul_f32_256x65536x256": mm(256, 65536, 256),
         "linear_f32_8192x4096x4096": ((lambda x, w, b: torch.nn.functional.linear(x, w, b)), lambda: (torch.randn(8192, 4096, device="cuda"), torch.randn(4096, 4096, device="cuda"), torch.randn(4096, device="cuda")), 0, 2 * 8192 * 4096 * 4096),
         "linear_f16_8192x4096x4096": ((lambda x, w, b: torch.nn.functional.linear(x, w, b)), lambda: (torch.randn(8192, 4096, device="cuda", dtype=f16), torch.randn(4096, 4096, device="cuda", dtype=f16), torch.randn(4096, device="cuda", dtype=f16)), 0, 2 * 8192 * 4096 * 4096),
+        "linear_f16_64x4096x4096": ((lambda x, w, b: torch.nn.functional.linear(x, w, b)), lambda: (torch.randn(64, 4096, device="cuda", dtype=f16), torch.randn(4096, 4096, device="cuda", dtype=f16), torch.randn(4096, device="cuda", dtype=f16)), 0, 2 * 64 * 4096 * 4096),
         "bmm_f32_32x1024x1024": ((lambda a, b: torch.bmm(a, b)), lambda: (torch.randn(32, 1024, 1024, device="cuda"), torch.randn(32, 1024, 1024, device="cuda")), 0, 2 * 32 * 1024**3),
         "conv2d_8x64x56x56_k3": ((lambda x, w: torch.nn.functional.conv2d(x, w, padding=1)), lambda: (torch.randn(8, 64, 56, 56, device="cuda"), torch.randn(64, 64, 3, 3, device="cuda")), 0, 2 * 8 * 64 * 56 * 56 * 64 * 9),
         "conv2d_32x64x56x56_k3": conv(32, 64, 56, 64, 3, 1, 1),

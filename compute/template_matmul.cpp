@@ -159,7 +159,20 @@ constexpr CoopConfig kCoopTile{128, 128, 32, 32, 128, 8, false, false};
 // (8192x4096 by 4096x4096), and K steps of 32 double-buffered 237.
 constexpr CoopConfig kCoopTileTransB{128, 128, 64, 64, 64, 8, true, true};
 
-std::vector<CoopConfig> allCoopConfigs() { return {kCoopTile, kCoopTileTransB}; }
+// b as [K, N] with at most 64 rows and many columns (the GEMM of a
+// 64-channel convolution, 1x1 convolutions to 64 channels): 64x256 tiles,
+// 4 subgroups of 32x128, where 128-row tiles would be half empty. There are
+// half as many of them, so only where they still fill the GPU (at least
+// kShortTileMin with the batch). On the H100 (2026-11-23, `op_bench
+// --repeats 10`, two rounds): 64x576 by 576x100352 96.0-97.2 TFLOP/s
+// against 80.2-85.3, the f16 1x1 conv 256->64 channels 69.0-70.4 against
+// 49.9; 64x128 tiles 86-93 and 56-60, 64x256 in K steps of 64 in one
+// buffer 77-79 and 59-60. For linear on 64 rows of 4096 (16 tiles) they
+// ran at 13.6 against 20.1-20.4 TFLOP/s: too few tiles.
+constexpr CoopConfig kCoopTileShort{64, 256, 32, 32, 128, 8, false, false};
+constexpr int64_t kShortTileMin = 256;
+
+std::vector<CoopConfig> allCoopConfigs() { return {kCoopTile, kCoopTileTransB, kCoopTileShort}; }
 
 DType dotAccumulator(DType dtype) { return isFloating(dtype) ? DType::F32 : dtype; }
 
@@ -342,6 +355,7 @@ class Matmul final : public KernelTemplate {
     if (dtype == DType::F16 || dtype == DType::BF16) {
       for (const auto& c : allCoopConfigs()) all.push_back(&coopSource(dtype, c));
       all.push_back(&coopSource(dtype, kCoopTile, true));
+      all.push_back(&coopSource(dtype, kCoopTileShort, true));
     }
     return all;
   }
@@ -357,9 +371,17 @@ class Matmul final : public KernelTemplate {
     if (p.m < 64 || p.n < 64 || p.k < 8 || p.k % 8 != 0 || p.n % 8 != 0) return std::nullopt;
     if (p.sak != 1 || p.sam != p.k) return std::nullopt;
     CoopConfig c;
-    if (p.sbn == 1 && p.sbk == p.n) c = kCoopTile;
-    else if (p.sbk == 1 && p.sbn == p.k) c = kCoopTileTransB;
-    else return std::nullopt;
+    if (p.sbn == 1 && p.sbk == p.n) {
+      int64_t batch = 1;
+      for (int64_t d : p.batch) batch *= d;
+      const bool shortTile =
+          p.m <= kCoopTileShort.bm && batch * ((p.n + kCoopTileShort.bn - 1) / kCoopTileShort.bn) >= kShortTileMin;
+      c = shortTile ? kCoopTileShort : kCoopTile;
+    } else if (p.sbk == 1 && p.sbn == p.k) {
+      c = kCoopTileTransB;
+    } else {
+      return std::nullopt;
+    }
     for (uint64_t address : addresses) {
       if (address % 16 != 0) return std::nullopt;
     }

@@ -217,6 +217,20 @@ void LinalgConformance::checkTensorCorePath(DType dt) {
   auto p1 = inputFor(dt, {128, 160}), p2 = inputFor(dt, {160, 128}), unused = inputFor(dt, {128, 128});
   expectClose(call("addmm", {unused, p1, p2}, {{"beta", 0.0}, {"alpha", -2.0}})[0],
               scaleAdd(refMatmul(p1, p2), nullptr, -2.0, 0.0), "addmm alpha -2 beta 0 [128, 160] @ [160, 128]", 160);
+  // Products of at most 64 rows: 64-row tiles where they make at least 256
+  // (batched, K steps of 32 and a tail, the last tile along N partial),
+  // 128-row ones below that; linear's b as [N, K].
+  for (const MatmulCase& c : std::vector<MatmulCase>{{{2, 64, 40}, {1, 40, 32760}}, {{64, 200}, {200, 520}}}) {
+    auto a = inputFor(dt, c.a), b = inputFor(dt, c.b);
+    expectClose(call("matmul", {a, b})[0], rounded(refMatmul(a, b)), "matmul " + shapeStr(c.a) + " @ " + shapeStr(c.b),
+                double(innerOf(c.a)));
+  }
+  auto x3 = inputFor(dt, {64, 136}), w3 = inputFor(dt, {300, 136}), bias3 = inputFor(dt, {300});
+  expectClose(call("linear", {x3, w3, bias3})[0], scaleAdd(refMatmul(x3, transpose2(w3)), &bias3, 1, 1),
+              "linear+bias [64, 136] weight [300, 136]", 136);
+  auto x4 = inputFor(dt, {2, 32, 72}), w4 = inputFor(dt, {264, 72});
+  expectClose(call("linear", {x4, w4})[0], rounded(refMatmul(x4, transpose2(w4))), "linear [2, 32, 72] weight [264, 72]",
+              72);
 }
 
 TEST_F(LinalgConformance, MmAndBmm) {
