@@ -56,11 +56,13 @@ const KernelSource& matmulSource(DType dtype, bool small) {
 }
 
 // Split-K's second pass: y = alpha * (sum of the partial products) + beta * c.
+// The partial products are f32 (f16 and bf16 ones come from the tensor-core
+// kernel's Y_F32 variant).
 const KernelSource& splitSumSource(DType dtype) {
   static KernelVariants variants;
   return variants.get("matmul|" + std::string(dtypeName(dtype)) + "|splitsum", [&] {
     GlslBuilder b(dtype);
-    b.input("a", dtype).input("b", dtype).input("c", dtype).output("y", dtype);
+    b.input("a", DType::F32).input("b", dtype).input("c", dtype).output("y", dtype);
     b.define("SPLIT_SUM");
     return b.build(kernelFile("matmul.comp"));
   });
@@ -353,9 +355,11 @@ class Matmul final : public KernelTemplate {
     }
     if (dtype == DType::F32) all.push_back(&splitSumSource(dtype));
     if (dtype == DType::F16 || dtype == DType::BF16) {
-      for (const auto& c : allCoopConfigs()) all.push_back(&coopSource(dtype, c));
-      all.push_back(&coopSource(dtype, kCoopTile, true));
-      all.push_back(&coopSource(dtype, kCoopTileShort, true));
+      for (const auto& c : allCoopConfigs()) {
+        all.push_back(&coopSource(dtype, c));
+        all.push_back(&coopSource(dtype, c, true));
+      }
+      all.push_back(&splitSumSource(dtype));
     }
     return all;
   }
@@ -369,15 +373,17 @@ class Matmul final : public KernelTemplate {
       return std::nullopt;
     }
     if (p.m < 64 || p.n < 64 || p.k < 8 || p.k % 8 != 0 || p.n % 8 != 0) return std::nullopt;
-    if (p.sak != 1 || p.sam != p.k) return std::nullopt;
+    // Rows may be longer than the product reads (split-K's slices), with a
+    // stride that keeps every row 16-byte aligned.
+    if (p.sak != 1 || p.sam < p.k || p.sam % 8 != 0) return std::nullopt;
     CoopConfig c;
-    if (p.sbn == 1 && p.sbk == p.n) {
+    if (p.sbn == 1 && p.sbk >= p.n && p.sbk % 8 == 0) {
       int64_t batch = 1;
       for (int64_t d : p.batch) batch *= d;
       const bool shortTile =
           p.m <= kCoopTileShort.bm && batch * ((p.n + kCoopTileShort.bn - 1) / kCoopTileShort.bn) >= kShortTileMin;
       c = shortTile ? kCoopTileShort : kCoopTile;
-    } else if (p.sbk == 1 && p.sbn == p.k) {
+    } else if (p.sbk == 1 && p.sbn >= p.k && p.sbn % 8 == 0) {
       c = kCoopTileTransB;
     } else {
       return std::nullopt;
@@ -418,13 +424,28 @@ class Matmul final : public KernelTemplate {
   // weight gradient [out, batch] @ [batch, in], say): each slice's product
   // goes to scratch memory, and a second pass sums them. f32 only, so the
   // partial products lose nothing.
-  static int64_t splitK(const Plan& p, int64_t batch, DType dtype) {
-    if (batch != 1 || dtype != DType::F32 || p.k < 1024) return 1;
-    const int64_t tiles = ((p.m + 63) / 64) * ((p.n + 63) / 64);
+  // Split-K: the number of K slices for a product of few output tiles and a
+  // long K (1: none). f32 slices run on the f32 kernels; f16 and bf16 ones
+  // only on tensor cores (`features`, `push`: whether the product takes
+  // them), whose f32 products the second pass sums; each slice starts on
+  // a multiple of 64 elements of K, so its operands stay 16-byte aligned.
+  static int64_t splitK(const Plan& p, int64_t batch, DType dtype, const DeviceFeatures* features,
+                        std::initializer_list<uint64_t> addresses) {
+    if (batch != 1 || p.k < 1024) return 1;
+    int64_t tiles = 0;
+    int64_t align = 1;
+    if (dtype == DType::F32) {
+      tiles = ((p.m + 63) / 64) * ((p.n + 63) / 64);
+    } else if (auto c = coopConfig(p, dtype, features, addresses)) {
+      tiles = ((p.m + c->bm - 1) / c->bm) * ((p.n + c->bn - 1) / c->bn);
+      align = 64;
+    } else {
+      return 1;
+    }
     if (tiles >= 64) return 1;
     for (int64_t s = std::min<int64_t>(p.k / 256, 64); s >= 2; --s) {
       bool fits = tiles * s <= 512 && uint64_t(s * p.m * p.n) * 4 <= (64ull << 20);
-      if (p.k % s == 0 && fits) return s;
+      if (p.k % s == 0 && (p.k / s) % align == 0 && fits) return s;
     }
     return 1;
   }
@@ -486,7 +507,7 @@ class Matmul final : public KernelTemplate {
     const DType dtype = out[0].desc.dtype;
     Push push{in[ia].buffer->deviceAddress(), in[ib].buffer->deviceAddress(),
               p.bias ? in[ic].buffer->deviceAddress() : 0, out[0].buffer->deviceAddress(), 0};
-    if (int64_t slices = splitK(p, batch, dtype); slices > 1) {
+    if (int64_t slices = splitK(p, batch, dtype, r.features(), {push.a, push.b, push.y}); slices > 1) {
       // Slice s multiplies a[:, s*ks:(s+1)*ks] by b[s*ks:(s+1)*ks, :]: a batch of
       // `slices` products whose batch strides step along K.
       const int64_t ks = p.k / slices;
@@ -496,11 +517,19 @@ class Matmul final : public KernelTemplate {
       part.bs = {{ks * p.sak}, {ks * p.sbk}, {0}};
       part.bias = false;
       part.alpha = 1;
-      auto partial = r.scratch(uint64_t(slices * p.m * p.n) * dtypeSize(dtype));
+      auto partial = r.scratch(uint64_t(slices * p.m * p.n) * 4);
       Push first = push;
       first.y = partial->deviceAddress();
       first.meta = r.params(metaOf(part, slices));
-      dispatchProduct(r, part, slices, dtype, first);
+      if (dtype == DType::F32) {
+        dispatchProduct(r, part, slices, dtype, first);
+      } else {  // f32 products on tensor cores (splitK checked that they apply)
+        const auto c = coopConfig(part, dtype, r.features(), {first.a, first.b, first.y});
+        if (!c) throw std::logic_error("matmul: split-K slices without the tensor-core kernel");
+        const uint64_t tiles = uint64_t((p.m + c->bm - 1) / c->bm) * uint64_t((p.n + c->bn - 1) / c->bn);
+        r.dispatch(coopSource(dtype, *c, true), first, r.groupsFor(tiles, 1, 0), 1,
+                   r.groupsFor(uint64_t(slices), 1, 2));
+      }
       Push second = push;
       second.a = partial->deviceAddress();
       Plan sum = part;  // the epilogue of the whole product: bias, alpha, beta

@@ -172,6 +172,19 @@ TEST_F(LinalgConformance, SplitK) {
   auto m1 = inputFor(DType::F32, {20, 1280}), m2 = inputFor(DType::F32, {1280, 30}), c = inputFor(DType::F32, {1, 30});
   expectClose(call("addmm", {c, m1, m2}, {{"beta", 0.5}, {"alpha", -2.0}})[0],
               scaleAdd(refMatmul(m1, m2), &c, -2.0, 0.5), "addmm split-K", 1280);
+  // f16 and bf16 split K on tensor cores (f32 slices summed by the second
+  // pass); on devices without them, the products take the other kernels.
+  for (DType dt : {DType::F16, DType::BF16}) {
+    SCOPED_TRACE(dtypeName(dt));
+    auto hx = inputFor(dt, {64, 2048}), hw = inputFor(dt, {256, 2048}), hb = inputFor(dt, {256});
+    expectClose(call("linear", {hx, hw, hb})[0], scaleAdd(refMatmul(hx, transpose2(hw)), &hb, 1, 1),
+                "linear split-K 64x2048 weight 256x2048", 2048);
+    auto ha = inputFor(dt, {72, 1024}), hbm = inputFor(dt, {1024, 136});
+    expectClose(call("matmul", {ha, hbm})[0], rounded(refMatmul(ha, hbm)), "matmul split-K 72x1024 @ 1024x136", 1024);
+    auto hc = inputFor(dt, {1, 128}), h1 = inputFor(dt, {64, 1280}), h2 = inputFor(dt, {1280, 128});
+    expectClose(call("addmm", {hc, h1, h2}, {{"beta", 0.5}, {"alpha", -2.0}})[0],
+                scaleAdd(refMatmul(h1, h2), &hc, -2.0, 0.5), "addmm split-K 64x1280 @ 1280x128", 1280);
+  }
 }
 
 // f16 and bf16 products that take the tensor-core path on devices with
