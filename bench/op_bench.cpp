@@ -13,7 +13,8 @@
 // the device memory the chains reserved: peak_reserved_bytes over
 // reserved_before_bytes.
 //
-//   op_bench [--repeats N] [--filter SUBSTRING]
+//   op_bench [--repeats N] [--filter SUBSTRING[,SUBSTRING...]]
+// (a case runs when its name contains any of the substrings)
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -174,11 +175,24 @@ void blocking(const std::function<void(Completion)>& enqueue) {
 int main(int argc, char** argv) {
   using namespace tensord::bench;
   int repeats = 10;
-  std::string filter;
+  std::vector<std::string> filters;
   for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--repeats") && i + 1 < argc) repeats = std::atoi(argv[++i]);
-    else if (!std::strcmp(argv[i], "--filter") && i + 1 < argc) filter = argv[++i];
+    if (!std::strcmp(argv[i], "--repeats") && i + 1 < argc) {
+      repeats = std::atoi(argv[++i]);
+    } else if (!std::strcmp(argv[i], "--filter") && i + 1 < argc) {
+      std::string list = argv[++i];
+      for (size_t at = 0; at <= list.size();) {
+        const size_t comma = std::min(list.find(',', at), list.size());
+        if (comma > at) filters.push_back(list.substr(at, comma - at));
+        at = comma + 1;
+      }
+    }
   }
+  auto selected = [&](const std::string& name) {
+    if (filters.empty()) return true;
+    return std::any_of(filters.begin(), filters.end(),
+                       [&](const std::string& f) { return name.find(f) != std::string::npos; });
+  };
   auto log = spdlog::stderr_color_mt("op_bench");
   // TENSORD_PIPELINE_STATS logs each kernel's statistics at info level.
   log->set_level(std::getenv("TENSORD_PIPELINE_STATS") != nullptr ? spdlog::level::info : spdlog::level::warn);
@@ -187,7 +201,7 @@ int main(int argc, char** argv) {
   Engine engine(options);
   std::printf("{\"device\": \"%s\"}\n", engine.device().name.c_str());
   for (const Case& c : cases()) {
-    if (!filter.empty() && c.name.find(filter) == std::string::npos) continue;
+    if (!selected(c.name)) continue;
     const OpSpec* spec = engine.ops().find(c.op);
     if (!spec) {
       std::printf("{\"case\": \"%s\", \"error\": \"no op %s\"}\n", c.name.c_str(), c.op.c_str());
