@@ -517,7 +517,17 @@ class Matmul final : public KernelTemplate {
       part.bs = {{ks * p.sak}, {ks * p.sbk}, {0}};
       part.bias = false;
       part.alpha = 1;
-      auto partial = r.scratch(uint64_t(slices * p.m * p.n) * 4);
+      std::shared_ptr<Buffer> partial;
+      try {
+        partial = r.scratch(uint64_t(slices * p.m * p.n) * 4);
+      } catch (const ComputeError& e) {
+        if (e.kind() != ComputeError::Kind::kOutOfMemory) throw;
+      }
+      if (!partial) {  // the product unsplit needs no scratch memory
+        push.meta = r.params(metaOf(p, batch));
+        dispatchProduct(r, p, batch, dtype, push);
+        return;
+      }
       Push first = push;
       first.y = partial->deviceAddress();
       first.meta = r.params(metaOf(part, slices));

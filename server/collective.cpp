@@ -156,8 +156,8 @@ kj::Promise<void> CollectiveRun::exchangeHeaders() {
   group_.headers_[seq_][r_] = std::move(mine);
   // A small allreduce is bound by its round trips: its own contribution
   // goes to host memory while the headers cross, which it does not depend
-  // on. A failure here is the run's once the headers agree, as it would
-  // have been without this.
+  // on. A failure here, or of that device work, is the run's once the
+  // headers agree, as it would have been without this.
   if (preparesEarly()) {
     try {
       prepareReduction();
@@ -391,6 +391,8 @@ kj::Promise<void> CollectiveRun::moveData() {
   allIn_ = kj::mv(paf.fulfiller);
   if (isReduction(kind)) {
     KJ_IF_MAYBE (e, earlyFailure_) kj::throwFatalException(kj::mv(*e));
+    for (auto& early : earlyWork_) tasks_.add(kj::mv(early));
+    earlyWork_.clear();
     if (!prepared_) prepareReduction();
     if (algo_ == Algo::kRing) startRing();
     if (algo_ == Algo::kDirect) startDirectReduce();
@@ -452,14 +454,22 @@ void CollectiveRun::prepareReduction() {
   }
   // Direct: this member's contribution goes out of host memory too.
   if (algo_ == Algo::kDirect) wire_ = allocateHost(total_ * 4 + 8);
+  // A failure of this device work fails the run, but only once the headers
+  // agree (moveData): before, it would fail this member alone.
+  auto work = [this](kj::Promise<void> promise) {
+    if (moving_)
+      tasks_.add(kj::mv(promise));
+    else
+      earlyWork_.add(kj::mv(promise));
+  };
   for (size_t i = 0; i < request_.inputs.size(); ++i) {
     const auto& input = request_.inputs[i];
-    tasks_.add(convert(input, 0, view(scratch_, compute::DType::F32), base_ + inputOffsets_[i],
-                       uint64_t(input.desc.numel()), 1.0));
+    work(convert(input, 0, view(scratch_, compute::DType::F32), base_ + inputOffsets_[i], uint64_t(input.desc.numel()),
+                 1.0));
   }
   if (algo_ == Algo::kDirect) {
     auto ready = transfer(scratch_, base_ * 4, wire_, 0, total_ * 4).fork();
-    tasks_.add(ready.addBranch());  // a failure fails the run at once
+    work(ready.addBranch());
     wireReady_ = kj::heap(kj::mv(ready));
   }
 }

@@ -180,6 +180,7 @@ class CollectiveRun final : private kj::TaskSet::ErrorHandler {
   kj::Own<kj::ForkedPromise<void>> wireReady_;  // direct: this member's contribution is in wire_
   bool prepared_ = false;                       // prepareReduction() ran while the headers crossed
   kj::Maybe<kj::Exception> earlyFailure_;       // ... and failed: the run fails with it once they agree
+  kj::Vector<kj::Promise<void>> earlyWork_;     // its device work, watched from then on
   std::vector<std::shared_ptr<compute::Buffer>> outBuffers_;  // broadcast, allgather: outputs being filled
   uint32_t shift_ = 0;                                        // ring: 0 allreduce, 1 reduce_scatter
   uint32_t ringSteps_ = 0;

@@ -4,6 +4,9 @@
 // dtype's tolerance with atol scaled by k (see conformance.h); integer
 // inputs are small so the products are exact.
 
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
 #include <cmath>
 
 #include "compute/template_util.h"
@@ -185,6 +188,26 @@ TEST_F(LinalgConformance, SplitK) {
     expectClose(call("addmm", {hc, h1, h2}, {{"beta", 0.5}, {"alpha", -2.0}})[0],
                 scaleAdd(refMatmul(h1, h2), &hc, -2.0, 0.5), "addmm split-K 64x1280 @ 1280x128", 1280);
   }
+}
+
+// Split K's partial products live in scratch memory; where it is not to be
+// had, the product runs unsplit instead of failing.
+TEST_F(LinalgConformance, SplitKWithoutScratchMemoryRunsUnsplit) {
+  auto product = [](Engine* on) {
+    auto a = run("randn", {}, {{"size", std::vector<int64_t>{200, 1024}}, {"seed", int64_t(1)}}, on)[0];
+    auto b = run("randn", {}, {{"size", std::vector<int64_t>{1024, 200}}, {"seed", int64_t(2)}}, on)[0];
+    return download(run("mm", {a, b}, {}, on)[0], on);
+  };
+  const std::vector<float> want = product(nullptr);  // 4 K slices, memory to spare
+  EngineOptions options;
+  options.memoryLimitBytes = 2 << 20;  // the operands (800 KiB each) fit; their partial products (640 KiB) do not
+  options.stagingSlotBytes = 1 << 16;
+  options.stagingSlots = 1;
+  options.logger = spdlog::stderr_color_mt("split-k-limit");
+  Engine small(options);
+  const std::vector<float> got = product(&small);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-3 * (1 + std::abs(want[i]))) << i;
 }
 
 // f16 and bf16 products that take the tensor-core path on devices with
