@@ -3,9 +3,6 @@
 // reference for conv_transpose2d scatters (the kernel gathers), and a few
 // results are checked against values PyTorch prints.
 
-#include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
 #include <atomic>
 #include <future>
@@ -246,13 +243,9 @@ TEST_F(ConvConformanceTest, Conv2dWinogradWithoutScratchMemoryFallsBack) {
     return download(run("conv2d", {x, w}, {{"padding", Ints{1, 1}}}, on)[0], on);
   };
   const std::vector<float> want = conv(nullptr);  // Winograd, memory to spare
-  EngineOptions options;
-  options.memoryLimitBytes = 1 << 20;  // the weight (576 KiB) fits; its transform (1 MiB) does not
-  options.stagingSlotBytes = 1 << 16;
-  options.stagingSlots = 1;
-  options.logger = spdlog::stderr_color_mt("winograd-limit");
-  Engine small(options);
-  const std::vector<float> got = conv(&small);
+  // The weight (576 KiB) fits; its transform (1 MiB) does not.
+  auto small = limitedEngine(1 << 20, "winograd-limit");
+  const std::vector<float> got = conv(small.get());
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-3 * (1 + std::abs(want[i]))) << i;
 }

@@ -4,9 +4,6 @@
 // dtype's tolerance with atol scaled by k (see conformance.h); integer
 // inputs are small so the products are exact.
 
-#include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/spdlog.h>
-
 #include <cmath>
 
 #include "compute/template_util.h"
@@ -199,13 +196,9 @@ TEST_F(LinalgConformance, SplitKWithoutScratchMemoryRunsUnsplit) {
     return download(run("mm", {a, b}, {}, on)[0], on);
   };
   const std::vector<float> want = product(nullptr);  // 4 K slices, memory to spare
-  EngineOptions options;
-  options.memoryLimitBytes = 2 << 20;  // the operands (800 KiB each) fit; their partial products (640 KiB) do not
-  options.stagingSlotBytes = 1 << 16;
-  options.stagingSlots = 1;
-  options.logger = spdlog::stderr_color_mt("split-k-limit");
-  Engine small(options);
-  const std::vector<float> got = product(&small);
+  // The operands (800 KiB each) fit; their partial products (640 KiB) do not.
+  auto small = limitedEngine(2 << 20, "split-k-limit");
+  const std::vector<float> got = product(small.get());
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-3 * (1 + std::abs(want[i]))) << i;
 }

@@ -44,6 +44,17 @@ void EngineTest::SetUpTestSuite() {
 
 void EngineTest::TearDownTestSuite() {}
 
+std::unique_ptr<Engine> EngineTest::limitedEngine(uint64_t limitBytes, const std::string& name) {
+  EngineOptions options;
+  if (const char* device = std::getenv("TENSORD_TEST_DEVICE")) options.device = device;
+  options.memoryLimitBytes = limitBytes;
+  options.stagingSlotBytes = 1 << 16;
+  options.stagingSlots = 1;
+  options.logger = spdlog::stderr_color_mt(name);
+  options.logger->set_level(spdlog::level::warn);
+  return std::make_unique<Engine>(options);
+}
+
 std::mt19937& EngineTest::rng() {
   // Reseeded when a new test draws: a test's inputs are the same whatever
   // ran before it in this process, as when ctest runs it alone.

@@ -35,6 +35,11 @@ class EngineTest : public ::testing::Test {
   static std::vector<TensorView> runSpec(const OpSpec& spec, std::vector<TensorView> inputs, const Attrs& attrs,
                                          Engine* on = nullptr);
 
+  // A second engine on the same device whose memory is limited to
+  // `limitBytes` (one small staging slot): for what runs where memory is
+  // short. `name`: its logger's, unique in the process.
+  static std::unique_ptr<Engine> limitedEngine(uint64_t limitBytes, const std::string& name);
+
   static std::vector<float> randomData(size_t n, float lo = -1.0f, float hi = 1.0f);
   // Any dtype, as raw little-endian bytes.
   static TensorView uploadBytes(const TensorDesc& desc, const std::vector<std::byte>& bytes,
