@@ -422,13 +422,11 @@ class Matmul final : public KernelTemplate {
   // How many K slices a product is split into (1: not split). Split-K pays
   // when the output has too few tiles to fill the GPU but K is long (a
   // weight gradient [out, batch] @ [batch, in], say): each slice's product
-  // goes to scratch memory, and a second pass sums them. f32 only, so the
-  // partial products lose nothing.
-  // Split-K: the number of K slices for a product of few output tiles and a
-  // long K (1: none). f32 slices run on the f32 kernels; f16 and bf16 ones
-  // only on tensor cores (`features`, `push`: whether the product takes
-  // them), whose f32 products the second pass sums; each slice starts on
-  // a multiple of 64 elements of K, so its operands stay 16-byte aligned.
+  // goes to scratch memory as f32, and a second pass sums them, so the
+  // partial products lose nothing. f32 slices run on the f32 kernels; f16
+  // and bf16 ones only on tensor cores (`features`, `addresses`: whether the
+  // product takes them), each starting on a multiple of 64 elements of K so
+  // its operands stay 16-byte aligned.
   static int64_t splitK(const Plan& p, int64_t batch, DType dtype, const DeviceFeatures* features,
                         std::initializer_list<uint64_t> addresses) {
     if (batch != 1 || p.k < 1024) return 1;

@@ -16,12 +16,13 @@ namespace {
 // stops after the piece under way.
 constexpr size_t kCopyPieceBytes = size_t(1) << 20;
 
-// Where a copy of FileWorker::copy stands; a dropped copy never starts.
+// Where a copy of FileWorker::copy stands. `dropped` is set once its
+// promise is gone: a copy not yet started then never starts, one under way
+// stops after its piece, and the guard waits until `running` is false.
 struct CopyState {
-  enum class Phase { kQueued, kRunning, kFinished, kDropped };
   std::mutex mu;
-  std::condition_variable changed;
-  Phase phase = Phase::kQueued;  // GUARDED_BY(mu)
+  std::condition_variable stopped;
+  bool running = false;  // GUARDED_BY(mu)
   std::atomic<bool> dropped{false};
 };
 
@@ -33,8 +34,7 @@ class CopyGuard {
   ~CopyGuard() {
     state_->dropped = true;
     std::unique_lock lock(state_->mu);
-    if (state_->phase == CopyState::Phase::kQueued) state_->phase = CopyState::Phase::kDropped;
-    state_->changed.wait(lock, [this] { return state_->phase != CopyState::Phase::kRunning; });
+    state_->stopped.wait(lock, [this] { return !state_->running; });
   }
   CopyGuard(const CopyGuard&) = delete;
   CopyGuard& operator=(const CopyGuard&) = delete;
@@ -50,8 +50,8 @@ kj::Promise<void> FileWorker::copy(void* to, const void* from, size_t bytes) {
   auto copied = run([state, to, from, bytes] {
     {
       std::lock_guard lock(state->mu);
-      if (state->phase == CopyState::Phase::kDropped) return;
-      state->phase = CopyState::Phase::kRunning;
+      if (state->dropped) return;
+      state->running = true;
     }
     auto* out = static_cast<std::byte*>(to);
     const auto* in = static_cast<const std::byte*>(from);
@@ -60,9 +60,9 @@ kj::Promise<void> FileWorker::copy(void* to, const void* from, size_t bytes) {
     }
     {
       std::lock_guard lock(state->mu);
-      state->phase = CopyState::Phase::kFinished;
+      state->running = false;
     }
-    state->changed.notify_all();
+    state->stopped.notify_all();
   });
   // Attached, the guard goes after the copy's promise.
   return copied.attach(kj::heap<CopyGuard>(kj::mv(state)));
