@@ -126,6 +126,7 @@ TEST_F(LinalgConformance, FastPathEdgeTiles) {
     std::vector<MatmulCase> cases = {
         {{130, 260}, {260, 129}},  // element-wise loads
         {{130, 260}, {260, 132}},  // vector loads, edge tiles in M, N and K
+        {{200, 256}, {256, 136}},  // inner tiles (K a whole number of steps) beside edge ones
     };
     if (all) {
       cases.insert(cases.end(), {
@@ -133,6 +134,7 @@ TEST_F(LinalgConformance, FastPathEdgeTiles) {
                                     {{48, 130, 36}, {48, 36, 132}},  // 128x128 tiles (enough of them)
                                     {{96, 130, 20}, {96, 20, 100}},  // 128x64
                                     {{96, 100, 20}, {1, 20, 130}},   // 64x128, broadcast b
+                                    {{200, 256}, {256, 130}},        // inner tiles, element-wise loads
                                 });
     }
     for (const MatmulCase& c : cases) {
@@ -140,12 +142,15 @@ TEST_F(LinalgConformance, FastPathEdgeTiles) {
       expectClose(call("matmul", {a, b})[0], rounded(refMatmul(a, b)),
                   "matmul " + name + " " + shapeStr(c.a) + " @ " + shapeStr(c.b), double(innerOf(c.a)));
     }
-    for (int64_t n : all ? std::vector<int64_t>{129, 132} : std::vector<int64_t>{132}) {
-      auto x = inputFor(dt, {2, 65, 68}), w = inputFor(dt, {n, 68}), bias = inputFor(dt, {n});
-      auto prod = refMatmul(x, transpose2(w));
-      std::string what = name + " [2, 65, 68] weight " + shapeStr(w.shape);
-      expectClose(call("linear", {x, w})[0], rounded(prod), "linear " + what, 68);
-      expectClose(call("linear", {x, w, bias})[0], scaleAdd(prod, &bias, 1, 1), "linear+bias " + what, 68);
+    // K = 68: every tile an edge tile; 80: inner tiles beside the edge ones.
+    for (int64_t k : {68, 80}) {
+      for (int64_t n : all ? std::vector<int64_t>{129, 132} : std::vector<int64_t>{132}) {
+        auto x = inputFor(dt, {2, 65, k}), w = inputFor(dt, {n, k}), bias = inputFor(dt, {n});
+        auto prod = refMatmul(x, transpose2(w));
+        std::string what = name + " " + shapeStr(x.shape) + " weight " + shapeStr(w.shape);
+        expectClose(call("linear", {x, w})[0], rounded(prod), "linear " + what, double(k));
+        expectClose(call("linear", {x, w, bias})[0], scaleAdd(prod, &bias, 1, 1), "linear+bias " + what, double(k));
+      }
     }
     auto m1 = inputFor(dt, {70, 100}), m2 = inputFor(dt, {100, 90}), c = inputFor(dt, {70, 1});
     expectClose(call("addmm", {c, m1, m2}, {{"beta", 0.5}, {"alpha", -2.0}})[0],
