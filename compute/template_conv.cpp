@@ -159,9 +159,9 @@ struct ConvGemmPush {
 // tensor's dtype (the tensor-core operands; the transforms compute in f32),
 // and the products are stored in f32 (the matmul kernel's Y_F32), so the
 // output transform sums unrounded products and no product overflows f16.
-// (The transformed input, sums of up to four inputs, still can: f16 inputs
-// above 16384 in magnitude may give inf where a direct convolution would
-// not.) Scratch memory lives until the batch the call is in has finished;
+// In f16 the transformed input and weight are stored scaled by 1/4, which
+// keeps them in range for any f16 input and weight (conv_winograd.comp,
+// SCALE). Scratch memory lives until the batch the call is in has finished;
 // later calls of the batch reuse it (Recorder::scratch).
 constexpr int64_t kWinogradMaxScratch = int64_t(256) << 20, kWinogradMinChannels = 64;
 
@@ -468,6 +468,7 @@ class Conv final : public KernelTemplate {
       if (mode == "WG_OUTPUT") b.output("y", dtype).input("x", DType::F32).input("b", dtype);
       else b.output("y", dtype).input("x", dtype).input("b", dtype);
       b.define(mode);
+      if (dtype == DType::F16) b.define("SCALE", "0.25");  // no transform overflows f16
       return b.build(kernelFile("conv_winograd.comp"));
     });
   }

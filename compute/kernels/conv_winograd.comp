@@ -19,8 +19,17 @@
 //   WG_OUTPUT: items O * TP; y = the output [N, O, OH, OW], x = M, b = bias
 // Meta (uints): 0 N, 1 C, 2 H, 3 W, 4 O, 5 OH, 6 OW, 7 PH, 8 PW, 9 TH,
 // 10 TW, 11 T, 12 TP, 13 has bias, 14 items.
+//
+// SCALE (0.25 for f16): V and U are stored times SCALE and the output
+// transform divides the products by SCALE^2, exactly (powers of two, in f32).
+// A transformed input sums up to four inputs and a transformed weight is up
+// to 2.25 times the kernel's largest entry, so in f16 they could overflow
+// where the direct convolution's result does not; a quarter of them cannot.
 #extension GL_EXT_control_flow_attributes : require
 layout(local_size_x = 256) in;
+#ifndef SCALE
+#define SCALE 1.0
+#endif
 layout(push_constant) uniform Push {
   y_ref y;
   x_ref x;
@@ -62,10 +71,10 @@ void main() {
     }
     const uint plane = C * TP, at = c * TP + t;
     [[unroll]] for (uint i = 0u; i < 4u; ++i) {
-      STORE_y((4u * i + 0u) * plane + at, s[i][0] - s[i][2]);
-      STORE_y((4u * i + 1u) * plane + at, s[i][1] + s[i][2]);
-      STORE_y((4u * i + 2u) * plane + at, s[i][2] - s[i][1]);
-      STORE_y((4u * i + 3u) * plane + at, s[i][1] - s[i][3]);
+      STORE_y((4u * i + 0u) * plane + at, SCALE * (s[i][0] - s[i][2]));
+      STORE_y((4u * i + 1u) * plane + at, SCALE * (s[i][1] + s[i][2]));
+      STORE_y((4u * i + 2u) * plane + at, SCALE * (s[i][2] - s[i][1]));
+      STORE_y((4u * i + 3u) * plane + at, SCALE * (s[i][1] - s[i][3]));
     }
 #elif defined(WG_WEIGHT)
     const uint o = id / C, c = id % C;
@@ -83,10 +92,10 @@ void main() {
     }
     const uint plane = O * C, at = o * C + c;
     [[unroll]] for (uint i = 0u; i < 4u; ++i) {
-      STORE_y((4u * i + 0u) * plane + at, s[i][0]);
-      STORE_y((4u * i + 1u) * plane + at, 0.5 * (s[i][0] + s[i][1] + s[i][2]));
-      STORE_y((4u * i + 2u) * plane + at, 0.5 * (s[i][0] - s[i][1] + s[i][2]));
-      STORE_y((4u * i + 3u) * plane + at, s[i][2]);
+      STORE_y((4u * i + 0u) * plane + at, SCALE * s[i][0]);
+      STORE_y((4u * i + 1u) * plane + at, SCALE * 0.5 * (s[i][0] + s[i][1] + s[i][2]));
+      STORE_y((4u * i + 2u) * plane + at, SCALE * 0.5 * (s[i][0] - s[i][1] + s[i][2]));
+      STORE_y((4u * i + 3u) * plane + at, SCALE * s[i][2]);
     }
 #else  // WG_OUTPUT
     const uint o = id / TP, t = id % TP;
@@ -108,8 +117,9 @@ void main() {
     [[unroll]] for (uint i = 0u; i < 2u; ++i) {
       if (oy + i >= OH) continue;
       const float v0 = s[i][0] + s[i][1] + s[i][2], v1 = s[i][1] - s[i][2] - s[i][3];
-      STORE_y(base + (oy + i) * OW + ox, v0 + bias);
-      if (ox + 1u < OW) STORE_y(base + (oy + i) * OW + ox + 1u, v1 + bias);
+      const float unscale = 1.0 / (SCALE * SCALE);
+      STORE_y(base + (oy + i) * OW + ox, v0 * unscale + bias);
+      if (ox + 1u < OW) STORE_y(base + (oy + i) * OW + ox + 1u, v1 * unscale + bias);
     }
 #endif
   }

@@ -234,6 +234,34 @@ TEST_F(ConvConformanceTest, Conv2dWinograd) {
   expectClose(got[0], want, "conv2d unbatched Winograd", 128.0 * 9 + 1);
 }
 
+// Values near the top of f16's range through the Winograd path (on tensor
+// cores; elsewhere the implicit GEMM runs): a transformed input sums four
+// inputs and a transformed weight is up to 2.25 times the kernel's largest
+// entry, more than f16 holds here, while every output stays well inside it.
+TEST_F(ConvConformanceTest, Conv2dWinogradHalfLargeValues) {
+  using A = Conv2dArgs;
+  const Shape xs{2, 128, 16, 16}, ws{128, 128, 3, 3};
+  // Inputs of +-30000, the sign flipping every two rows and columns: with
+  // padding 1 a tile's first and third rows (and columns) differ in sign,
+  // so its (0, 0) transform is 4 x 30000. Small weights.
+  HostTensor x = randomTensor(DType::F16, xs), w = randomTensor(DType::F16, ws, -1e-3, 1e-3);
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const int64_t h = (i / xs[3]) % xs[2], col = i % xs[3];
+    x.values[size_t(i)] = ((h / 2 + col / 2) % 2 == 0 ? 30000.0 : -30000.0);
+  }
+  const Tolerance tol{8.0, 1e-2};
+  auto got = call("conv2d", {x, w}, {{"padding", Ints{1, 1}}});
+  expectClose(got[0], convRef(x, w, nullptr, A{.padding = {1, 1}}, false, DType::F16),
+              "conv2d f16 inputs of 30000 (Winograd)", 1.0, tol);
+  // Kernels of 40000 (a transformed weight of 90000) on four input channels
+  // of output channel 0, small inputs.
+  HostTensor x2 = randomTensor(DType::F16, xs, -1e-2, 1e-2), w2 = randomTensor(DType::F16, ws, -1e-3, 1e-3);
+  for (int64_t i = 0; i < 4 * 9; ++i) w2.values[size_t(i)] = 40000.0;
+  got = call("conv2d", {x2, w2}, {{"padding", Ints{1, 1}}});
+  expectClose(got[0], convRef(x2, w2, nullptr, A{.padding = {1, 1}}, false, DType::F16),
+              "conv2d f16 weights of 40000 (Winograd)", 1.0, tol);
+}
+
 // Where the Winograd path's scratch memory is not to be had (an engine near
 // its memory limit), the implicit GEMM runs instead and the call succeeds.
 TEST_F(ConvConformanceTest, Conv2dWinogradWithoutScratchMemoryFallsBack) {
