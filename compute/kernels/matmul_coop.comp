@@ -102,6 +102,40 @@ void fetch(uint aoff, uint boff, uint m0, uint n0, uint k0, uint t) {
   }
 }
 
+// Tiles wholly inside the product (K a whole number of steps) load without
+// bounds checks, from addresses worked out once per tile: on an H100 f16
+// 8192 went from 278 to 288-290 TFLOP/s.
+uint64_t ga[LA], gb[LB];  // this invocation's loads of the tile's first K step
+
+void setupInner(uint aoff, uint boff, uint m0, uint n0, uint t) {
+  [[unroll]] for (uint j = 0u; j < LA; ++j) {
+    uint idx = t + NT * j;
+    ga[j] = uint64_t(p.a) + 2ul * uint64_t(aoff + (m0 + idx / KV) * lda + (idx % KV) * 8u);
+  }
+  [[unroll]] for (uint j = 0u; j < LB; ++j) {
+    uint idx = t + NT * j;
+#ifdef TRANS_B
+    gb[j] = uint64_t(p.b) + 2ul * uint64_t(boff + (n0 + idx / KV) * ldb + (idx % KV) * 8u);
+#else
+    gb[j] = uint64_t(p.b) + 2ul * uint64_t(boff + (idx / (BN / 8u)) * ldb + n0 + (idx % (BN / 8u)) * 8u);
+#endif
+  }
+}
+
+void fetchInner(uint k0, uint t) {
+  [[unroll]] for (uint j = 0u; j < LA; ++j) {
+    if (t + NT * j < AV) pa[j] = Vec8s(ga[j] + 2ul * uint64_t(k0)).v[0];
+  }
+#ifdef TRANS_B
+  uint64_t bstep = 2ul * uint64_t(k0);
+#else
+  uint64_t bstep = 2ul * uint64_t(k0) * uint64_t(ldb);
+#endif
+  [[unroll]] for (uint j = 0u; j < LB; ++j) {
+    if (t + NT * j < BV) pb[j] = Vec8s(gb[j] + bstep).v[0];
+  }
+}
+
 void stash(uint buf, uint t) {
   [[unroll]] for (uint j = 0u; j < LA; ++j) {
     uint idx = t + NT * j;
@@ -137,6 +171,37 @@ void stash(uint buf, uint t) {
       [[unroll]] for (uint j = 0u; j < FN; ++j) acc[i][j] = coopMatMulAddNV(fa[i], fb[j], acc[i][j]);  \
     }                                                                                                  \
   }
+
+// The K loop, once for inner tiles and once for edge ones; FETCH(k0) loads
+// the K tile at k0 into pa and pb.
+#define FETCH_INNER(k0) fetchInner(k0, t)
+#define FETCH_EDGE(k0) fetch(aoff, boff, m0, n0, k0, t)
+#ifdef SINGLE_BUF
+// One shared buffer: the next tile is fetched into registers while the
+// current one is multiplied, and stored between two barriers.
+#define K_LOOP(FETCH)                                 \
+  FETCH(0u);                                          \
+  for (uint kt = 0u; kt < kTiles; ++kt) {             \
+    barrier();                                        \
+    stash(0u, t);                                     \
+    barrier();                                        \
+    if (kt + 1u < kTiles) FETCH((kt + 1u) * BK);      \
+    MMA_TILE(0u)                                      \
+  }
+#else
+#define K_LOOP(FETCH)                                 \
+  FETCH(0u);                                          \
+  stash(0u, t);                                       \
+  barrier();                                          \
+  for (uint kt = 0u; kt < kTiles; ++kt) {             \
+    uint cur = kt & 1u;                               \
+    bool more = kt + 1u < kTiles;                     \
+    if (more) FETCH((kt + 1u) * BK);                  \
+    MMA_TILE(cur)                                     \
+    if (more) stash(cur ^ 1u, t);                     \
+    barrier();                                        \
+  }
+#endif
 
 void main() {
   M = p.meta.v[0], N = p.meta.v[1], K = p.meta.v[2];
@@ -174,30 +239,14 @@ void main() {
       [[unroll]] for (uint i = 0u; i < FM; ++i) {
         [[unroll]] for (uint j = 0u; j < FN; ++j) acc[i][j] = FragAcc(0.0);
       }
+      if (m0 + BM <= M && n0 + BN <= N && K % BK == 0u) {
+        setupInner(aoff, boff, m0, n0, t);
+        K_LOOP(FETCH_INNER)
+      } else {
+        K_LOOP(FETCH_EDGE)
+      }
 #ifdef SINGLE_BUF
-      // One shared buffer: the next tile is fetched into registers while the
-      // current one is multiplied, and stored between two barriers.
-      fetch(aoff, boff, m0, n0, 0u, t);
-      for (uint kt = 0u; kt < kTiles; ++kt) {
-        barrier();
-        stash(0u, t);
-        barrier();
-        if (kt + 1u < kTiles) fetch(aoff, boff, m0, n0, (kt + 1u) * BK, t);
-        MMA_TILE(0u)
-      }
       barrier();  // the epilogue reuses As
-#else
-      fetch(aoff, boff, m0, n0, 0u, t);
-      stash(0u, t);
-      barrier();
-      for (uint kt = 0u; kt < kTiles; ++kt) {
-        uint cur = kt & 1u;
-        bool more = kt + 1u < kTiles;
-        if (more) fetch(aoff, boff, m0, n0, (kt + 1u) * BK, t);
-        MMA_TILE(cur)
-        if (more) stash(cur ^ 1u, t);
-        barrier();
-      }
 #endif
       // Epilogue: each subgroup owns 64 uvec4s (a 16x16 f32 fragment) of As.
       uint frag = warp * 64u, row = lane >> 1u, half8 = (lane & 1u) * 8u;

@@ -223,9 +223,10 @@ TEST_F(LinalgConformance, HalfAndBfloatTensorCorePath) {
 
 void LinalgConformance::checkTensorCorePath(DType dt) {
   for (const MatmulCase& c : std::vector<MatmulCase>{
-           {{200, 264}, {264, 136}},      // 2x2 tiles, 8 K steps and a tail of 8
-           {{64, 16}, {16, 64}},          // one partial tile, K below one step
-           {{2, 72, 40}, {1, 40, 200}},   // batch, broadcast b
+           {{200, 264}, {264, 136}},     // 2x2 tiles, 8 K steps and a tail of 8
+           {{64, 16}, {16, 64}},         // one partial tile, K below one step
+           {{2, 72, 40}, {1, 40, 200}},  // batch, broadcast b
+           {{200, 256}, {256, 264}},     // inner tiles (K a whole number of steps) beside edge ones
        }) {
     auto a = inputFor(dt, c.a), b = inputFor(dt, c.b);
     expectClose(call("matmul", {a, b})[0], rounded(refMatmul(a, b)), "matmul " + shapeStr(c.a) + " @ " + shapeStr(c.b),
@@ -235,6 +236,9 @@ void LinalgConformance::checkTensorCorePath(DType dt) {
   auto prod = refMatmul(x, transpose2(w));
   expectClose(call("linear", {x, w})[0], rounded(prod), "linear [3, 50, 96] weight [136, 96]", 96);
   expectClose(call("linear", {x, w, bias})[0], scaleAdd(prod, &bias, 1, 1), "linear+bias [3, 50, 96]", 96);
+  auto xi = inputFor(dt, {2, 100, 128}), wi = inputFor(dt, {264, 128});  // inner and edge tiles
+  expectClose(call("linear", {xi, wi})[0], rounded(refMatmul(xi, transpose2(wi))),
+              "linear [2, 100, 128] weight [264, 128]", 128);
   auto m1 = inputFor(dt, {130, 48}), m2 = inputFor(dt, {48, 72}), c = inputFor(dt, {130, 1});
   expectClose(call("addmm", {c, m1, m2}, {{"beta", 0.5}, {"alpha", -2.0}})[0],
               scaleAdd(refMatmul(m1, m2), &c, -2.0, 0.5), "addmm [130, 48] @ [48, 72]", 48);
