@@ -2,7 +2,9 @@
 // template's speed is measured on its own, and prints one JSON line per case.
 // Each figure is the wall time of N identical ops enqueued back to back and
 // waited for once, divided by N (so the submit and fence wait are amortized,
-// as PyTorch's CUDA-event timing of back-to-back launches amortizes its own).
+// as PyTorch's CUDA-event timing of back-to-back launches amortizes its own):
+// the median of 5 such trials, N at least --repeats and enough for a trial
+// to last --min-trial-ms (default 20).
 // bench/op_bench.py runs the same cases with PyTorch on the same GPU in the
 // same run and prints the ratios.
 //
@@ -13,7 +15,7 @@
 // the device memory the chains reserved: peak_reserved_bytes over
 // reserved_before_bytes.
 //
-//   op_bench [--repeats N] [--filter SUBSTRING[,SUBSTRING...]]
+//   op_bench [--repeats N] [--min-trial-ms MS] [--filter SUBSTRING[,SUBSTRING...]]
 // (a case runs when its name contains any of the substrings)
 
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -22,6 +24,7 @@
 #include <algorithm>
 #include <functional>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -175,10 +178,13 @@ void blocking(const std::function<void(Completion)>& enqueue) {
 int main(int argc, char** argv) {
   using namespace tensord::bench;
   int repeats = 10;
+  double minTrialMs = 20;
   std::vector<std::string> filters;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--repeats") && i + 1 < argc) {
       repeats = std::atoi(argv[++i]);
+    } else if (!std::strcmp(argv[i], "--min-trial-ms") && i + 1 < argc) {
+      minTrialMs = std::atof(argv[++i]);
     } else if (!std::strcmp(argv[i], "--filter") && i + 1 < argc) {
       std::string list = argv[++i];
       for (size_t at = 0; at <= list.size();) {
@@ -239,17 +245,25 @@ int main(int argc, char** argv) {
       for (auto& d : inferOutputs(*spec, c.inputs, attrs)) out.push_back({d, engine.allocate(d.bytes(), "bench")});
       auto once = [&] { blocking([&](Completion done) { engine.enqueueOp("bench", *spec, in, out, attrs, std::move(done)); }); };
       once();  // compiles the pipelines
-      // Device time per op: `repeats` ops back to back (they share submits,
-      // as a pipelined client's do), one wait at the end; the median of 3.
-      std::vector<double> times;
-      for (int trial = 0; trial < 3; ++trial) {
+      // Time per op: n ops back to back (they share submits, as a pipelined
+      // client's do), one wait at the end; the median of 5 trials. n is at
+      // least `repeats` and makes a trial last at least minTrialMs: trials
+      // of a millisecond or two read up to 3x slow now and then (a thread
+      // waking late, clocks ramping up), which a median of 3 did not hide.
+      auto trial = [&](int n) {
         auto t0 = Clock::now();
-        for (int r = 0; r + 1 < repeats; ++r) engine.enqueueOp("bench", *spec, in, out, attrs, [](std::exception_ptr) {});
+        for (int r = 0; r + 1 < n; ++r) engine.enqueueOp("bench", *spec, in, out, attrs, [](std::exception_ptr) {});
         once();
-        times.push_back(std::chrono::duration<double>(Clock::now() - t0).count() / repeats);
-      }
+        return std::chrono::duration<double>(Clock::now() - t0).count() / n;
+      };
+      int n = std::max(repeats, 1);
+      const double first = trial(n);
+      if (first * n < minTrialMs * 1e-3) n = int(std::min(std::ceil(minTrialMs * 1e-3 / first), 100000.0));
+      trial(n);  // a warm-up as long as a trial: the first case of a run used to read low
+      std::vector<double> times;
+      for (int t = 0; t < 5; ++t) times.push_back(trial(n));
       std::sort(times.begin(), times.end());
-      double t = times[1];
+      double t = times[2];
       double rate = c.flops ? c.flops / t / 1e12 : c.bytes / t / 1e9;
       std::printf("{\"case\": \"%s\", \"seconds\": %.6g, \"%s\": %.4g}\n", c.name.c_str(), t,
                   c.flops ? "tflops" : "gbps", rate);

@@ -5,7 +5,8 @@ with PyTorch on the same GPU, in one run, and prints a table of ratios.
     bench/op_bench.py BUILD/bench/op_bench [--repeats N] [--filter SUBSTRING]
 
 tensord: N ops enqueued back to back and waited for once, per op (median of
-3). PyTorch: the median of N single calls timed with CUDA events, after one
+5 trials, each at least 20 ms). PyTorch: the median of N single calls timed
+with CUDA events, after one
 warm-up. Ratio > 1 means tensord is faster. Chain cases (_chainN) are N
 calls each on the previous call's output, new outputs each time, per call on
 both sides; their rows also show the device memory tensord reserved."""
