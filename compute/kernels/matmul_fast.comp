@@ -68,11 +68,11 @@ uint M, N, K, lda, ldb;
 // Every load below is unconditional. In a tile wholly inside the product
 // (`edge` false, a constant once the K loop is specialized for it) it reads
 // its address as is; in an edge tile the address is clamped into the matrix
-// and what lies outside is zeroed after the load. Loads behind bounds
-// branches (or a fetch skipped on the last K step) made the driver's
-// compiler wait for them at the stash instead of issuing them ahead: on an
-// H100 at 8192, 37 TFLOP/s that way, 44.7 with clamps in every tile, 45.9
-// as here (docs/PERFORMANCE.md).
+// and what lies outside is zeroed after the load. With loads behind bounds
+// branches (and a fetch skipped on the last K step) an H100 ran this kernel
+// at 37 TFLOP/s at 8192, as if the driver's compiler waited for each load
+// where it is stored; 44.7 with clamps in every tile, 45.9 as here
+// (docs/PERFORMANCE.md).
 
 // 4 elements of a k-contiguous matrix (a, or b with TRANS_B) at (row, k..k+3).
 vec4 loadRowK(uint64_t base, uint off, uint row, uint rows, uint k, uint ld, bool isA, bool edge) {
