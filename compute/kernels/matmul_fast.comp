@@ -66,7 +66,8 @@ vec4 pa[LA], pb[LB];  // the next K tile, on its way to shared memory
 uint M, N, K, lda, ldb;
 
 // Every load below is unconditional. In a tile wholly inside the product
-// (`edge` false, a constant once the K loop is specialized for it) it reads
+// (`edge` false: main() calls product() with a constant, so the compiler
+// makes a copy of the K loop for inner tiles and one for edge tiles) it reads
 // its address as is; in an edge tile the address is clamped into the matrix
 // and what lies outside is zeroed after the load. With loads behind bounds
 // branches (and a fetch skipped on the last K step) an H100 ran this kernel

@@ -126,7 +126,7 @@ TEST_F(LinalgConformance, FastPathEdgeTiles) {
     std::vector<MatmulCase> cases = {
         {{130, 260}, {260, 129}},  // element-wise loads
         {{130, 260}, {260, 132}},  // vector loads, edge tiles in M, N and K
-        {{200, 256}, {256, 136}},  // inner tiles (K a whole number of steps) beside edge ones
+        {{200, 256}, {256, 132}},  // inner tiles (K a whole number of steps) beside edge ones
     };
     if (all) {
       cases.insert(cases.end(), {
@@ -135,6 +135,7 @@ TEST_F(LinalgConformance, FastPathEdgeTiles) {
                                     {{96, 130, 20}, {96, 20, 100}},  // 128x64
                                     {{96, 100, 20}, {1, 20, 130}},   // 64x128, broadcast b
                                     {{200, 256}, {256, 130}},        // inner tiles, element-wise loads
+                                    {{48, 130, 40}, {48, 40, 132}},  // inner 128x128 tiles, in a batch
                                 });
     }
     for (const MatmulCase& c : cases) {
@@ -256,9 +257,10 @@ void LinalgConformance::checkTensorCorePath(DType dt) {
   expectClose(call("addmm", {unused, p1, p2}, {{"beta", 0.0}, {"alpha", -2.0}})[0],
               scaleAdd(refMatmul(p1, p2), nullptr, -2.0, 0.0), "addmm alpha -2 beta 0 [128, 160] @ [160, 128]", 160);
   // Products of at most 64 rows: 64-row tiles where they make at least 256
-  // (batched, K steps of 32 and a tail, the last tile along N partial),
-  // 128-row ones below that; linear's b as [N, K].
-  for (const MatmulCase& c : std::vector<MatmulCase>{{{2, 64, 40}, {1, 40, 32760}}, {{64, 200}, {200, 520}}}) {
+  // (batched, K steps of 32 and a tail or K a whole number of steps, the
+  // last tile along N partial), 128-row ones below that; linear's b as [N, K].
+  for (const MatmulCase& c :
+       std::vector<MatmulCase>{{{2, 64, 40}, {1, 40, 32760}}, {{2, 64, 64}, {1, 64, 32760}}, {{64, 200}, {200, 520}}}) {
     auto a = inputFor(dt, c.a), b = inputFor(dt, c.b);
     expectClose(call("matmul", {a, b})[0], rounded(refMatmul(a, b)), "matmul " + shapeStr(c.a) + " @ " + shapeStr(c.b),
                 double(innerOf(c.a)));
