@@ -74,6 +74,7 @@ struct FastConfig {
   int bm = 0, bn = 0;   // output tile
   bool transB = false;  // b is [N, K] (linear's weight)
   bool aligned = false; // vec4 loads and stores
+  bool inner = false;   // every tile wholly inside the product (INNER_ONLY: no edge tiles to compile)
 };
 
 // K step: 8 for 128-wide tiles (double-buffered 128x128 tiles then take
@@ -84,7 +85,8 @@ constexpr int kFastBK = 8, kFastBK64 = 16;
 const KernelSource& fastSource(DType dtype, const FastConfig& f) {
   static KernelVariants variants;
   std::string key = "matmul|" + std::string(dtypeName(dtype)) + "|fast" + std::to_string(f.bm) + "x" +
-                    std::to_string(f.bn) + (f.transB ? "|bt" : "|bn") + (f.aligned ? "|v4" : "|v1");
+                    std::to_string(f.bn) + (f.transB ? "|bt" : "|bn") + (f.aligned ? "|v4" : "|v1") +
+                    (f.inner ? "|in" : "");
   return variants.get(key, [&] {
     GlslBuilder b(dtype);
     b.input("a", dtype).input("b", dtype).input("c", dtype).output("y", dtype);
@@ -92,6 +94,7 @@ const KernelSource& fastSource(DType dtype, const FastConfig& f) {
     b.define("BK", std::to_string(f.bm == 64 && f.bn == 64 ? kFastBK64 : kFastBK) + "u");
     if (f.transB) b.define("TRANS_B");
     if (f.aligned) b.define("ALIGNED");
+    if (f.inner) b.define("INNER_ONLY");
     return b.build(kernelFile("matmul_fast.comp"));
   });
 }
@@ -101,7 +104,9 @@ std::vector<FastConfig> allFastConfigs() {
   for (int bm : {64, 128}) {
     for (int bn : {64, 128}) {
       for (bool transB : {false, true}) {
-        for (bool aligned : {false, true}) all.push_back({bm, bn, transB, aligned});
+        for (bool aligned : {false, true}) {
+          for (bool inner : {false, true}) all.push_back({bm, bn, transB, aligned, inner});
+        }
       }
     }
   }
@@ -416,6 +421,10 @@ class Matmul final : public KernelTemplate {
     int64_t vectorBytes = vector * int64_t(dtypeSize(dtype));
     f.aligned = p.k % vector == 0 && p.n % vector == 0;
     for (uint64_t address : addresses) f.aligned = f.aligned && address % uint64_t(vectorBytes) == 0;
+    // Without edge tiles the kernel need not carry their copy of the K loop:
+    // 1-3% faster on an H100 (8192 and 4096 products, linear 8192x4096x4096).
+    const int64_t bk = f.bm == 64 && f.bn == 64 ? kFastBK64 : kFastBK;
+    f.inner = p.m % f.bm == 0 && p.n % f.bn == 0 && p.k % bk == 0;
     return f;
   }
 

@@ -17,6 +17,9 @@
 // grid of 4x4 blocks strided by 32 rows and 16 columns: a subgroup's shared
 // reads are 8 (a) and 4 (b) distinct vec4s, each broadcast.
 //
+// INNER_ONLY: M, N and K are whole numbers of tiles and K steps, so there are
+// no edge tiles and only the inner copy of the K loop is compiled.
+//
 // ALIGNED: every leading dimension is a multiple of 4 and the bases are
 // aligned, so operands move as 4-element vectors (a vector is then wholly
 // inside or outside the matrix); otherwise element by element. Edge tiles are
@@ -218,8 +221,12 @@ void main() {
           [[unroll]] for (uint c = 0u; c < SN; ++c) acc[r][c] = vec4(0.0);
         }
         // Specialized twice: inner tiles load without clamping.
+#ifdef INNER_ONLY
+        product(aoff, boff, m0, n0, t, kTiles, row0, col0, false);  // every tile is inner (template_matmul.cpp)
+#else
         if (m0 + BM <= M && n0 + BN <= N && K % BK == 0u) product(aoff, boff, m0, n0, t, kTiles, row0, col0, false);
         else product(aoff, boff, m0, n0, t, kTiles, row0, col0, true);
+#endif
         [[unroll]] for (uint s = 0u; s < SM; ++s) {
           [[unroll]] for (uint i = 0u; i < 4u; ++i) {
             uint gm = m0 + row0 + 32u * s + i;

@@ -136,6 +136,7 @@ TEST_F(LinalgConformance, FastPathEdgeTiles) {
                                     {{96, 100, 20}, {1, 20, 130}},   // 64x128, broadcast b
                                     {{200, 256}, {256, 130}},        // inner tiles, element-wise loads
                                     {{48, 130, 40}, {48, 40, 132}},  // inner 128x128 tiles, in a batch
+                                    {{192, 128, 8}, {192, 8, 128}},  // 128x128 tiles, none at an edge
                                 });
     }
     for (const MatmulCase& c : cases) {
@@ -153,6 +154,10 @@ TEST_F(LinalgConformance, FastPathEdgeTiles) {
         expectClose(call("linear", {x, w, bias})[0], scaleAdd(prod, &bias, 1, 1), "linear+bias " + what, double(k));
       }
     }
+    // No edge tile at all (the kernel variant compiled without them).
+    auto xi = inputFor(dt, {2, 64, 80}), wi = inputFor(dt, {128, 80});
+    expectClose(call("linear", {xi, wi})[0], rounded(refMatmul(xi, transpose2(wi))),
+                "linear " + name + " [2, 64, 80] weight [128, 80]", 80);
     auto m1 = inputFor(dt, {70, 100}), m2 = inputFor(dt, {100, 90}), c = inputFor(dt, {70, 1});
     expectClose(call("addmm", {c, m1, m2}, {{"beta", 0.5}, {"alpha", -2.0}})[0],
                 scaleAdd(refMatmul(m1, m2), &c, -2.0, 0.5), "addmm fast " + name, 100);
