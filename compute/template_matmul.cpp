@@ -81,6 +81,7 @@ struct FastConfig {
 // 17 KiB of shared memory, and 16 costs registers: measured slower), 16 for
 // 64x64 tiles (half the barriers).
 constexpr int kFastBK = 8, kFastBK64 = 16;
+int fastBK(const FastConfig& f) { return f.bm == 64 && f.bn == 64 ? kFastBK64 : kFastBK; }
 
 const KernelSource& fastSource(DType dtype, const FastConfig& f) {
   static KernelVariants variants;
@@ -91,7 +92,7 @@ const KernelSource& fastSource(DType dtype, const FastConfig& f) {
     GlslBuilder b(dtype);
     b.input("a", dtype).input("b", dtype).input("c", dtype).output("y", dtype);
     b.define("BM", std::to_string(f.bm) + "u").define("BN", std::to_string(f.bn) + "u");
-    b.define("BK", std::to_string(f.bm == 64 && f.bn == 64 ? kFastBK64 : kFastBK) + "u");
+    b.define("BK", std::to_string(fastBK(f)) + "u");
     if (f.transB) b.define("TRANS_B");
     if (f.aligned) b.define("ALIGNED");
     if (f.inner) b.define("INNER_ONLY");
@@ -423,8 +424,7 @@ class Matmul final : public KernelTemplate {
     for (uint64_t address : addresses) f.aligned = f.aligned && address % uint64_t(vectorBytes) == 0;
     // Without edge tiles the kernel need not carry their copy of the K loop:
     // 1-3% faster on an H100 (8192 and 4096 products, linear 8192x4096x4096).
-    const int64_t bk = f.bm == 64 && f.bn == 64 ? kFastBK64 : kFastBK;
-    f.inner = p.m % f.bm == 0 && p.n % f.bn == 0 && p.k % bk == 0;
+    f.inner = p.m % f.bm == 0 && p.n % f.bn == 0 && p.k % fastBK(f) == 0;
     return f;
   }
 
