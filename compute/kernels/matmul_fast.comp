@@ -116,13 +116,8 @@ void fetch(uint aoff, uint boff, uint m0, uint n0, uint k0, uint t, bool edge) {
     pb[j] = loadRowK(uint64_t(p.b), boff, n0 + idx / KV, N, k0 + (idx % KV) * 4u, ldb, false, edge);
 #else
     uint gk = k0 + idx / (BN / 4u), gn = n0 + (idx % (BN / 4u)) * 4u;
-    if (!edge) {
-#ifdef ALIGNED
-      pb[j] = load4(uint64_t(p.b), boff + gk * ldb + gn);
-#else
-      uint at = boff + gk * ldb + gn;
-      pb[j] = vec4(LOAD_b(at), LOAD_b(at + 1u), LOAD_b(at + 2u), LOAD_b(at + 3u));
-#endif
+    if (!edge) {  // 4 consecutive elements of row gk, as loadRowK reads them
+      pb[j] = loadRowK(uint64_t(p.b), boff, gk, K, gn, ldb, false, false);
       continue;
     }
     uint at = boff + min(gk, K - 1u) * ldb;
