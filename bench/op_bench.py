@@ -69,6 +69,8 @@ def torch_cases():
         "matmul_f16_64x576x100352": mm(64, 576, 100352, f16),
         "matmul_bf16_4096": mm(4096, 4096, 4096, torch.bfloat16),
         "matmul_f32_256x65536x256": mm(256, 65536, 256),
+        "matmul_f32_512x32768x512": mm(512, 32768, 512),
+        "matmul_f32_1024x16384x1024": mm(1024, 16384, 1024),
         "linear_f32_8192x4096x4096": ((lambda x, w, b: torch.nn.functional.linear(x, w, b)), lambda: (torch.randn(8192, 4096, device="cuda"), torch.randn(4096, 4096, device="cuda"), torch.randn(4096, device="cuda")), 0, 2 * 8192 * 4096 * 4096),
         "linear_f16_8192x4096x4096": ((lambda x, w, b: torch.nn.functional.linear(x, w, b)), lambda: (torch.randn(8192, 4096, device="cuda", dtype=f16), torch.randn(4096, 4096, device="cuda", dtype=f16), torch.randn(4096, device="cuda", dtype=f16)), 0, 2 * 8192 * 4096 * 4096),
         "linear_f16_64x4096x4096": ((lambda x, w, b: torch.nn.functional.linear(x, w, b)), lambda: (torch.randn(64, 4096, device="cuda", dtype=f16), torch.randn(4096, 4096, device="cuda", dtype=f16), torch.randn(4096, device="cuda", dtype=f16)), 0, 2 * 64 * 4096 * 4096),

@@ -180,6 +180,18 @@ TEST_F(LinalgConformance, SplitK) {
   auto x = inputFor(DType::F32, {40, 1024}), w = inputFor(DType::F32, {72, 1024}), bias = inputFor(DType::F32, {72});
   expectClose(call("linear", {x, w, bias})[0], scaleAdd(refMatmul(x, transpose2(w)), &bias, 1, 1),
               "linear split-K 40x1024 weight 72x1024", 1024);
+  // Slices on the fast kernel, whose rows are then longer than the slice's
+  // K: 4 slices of a 136x1024 @ 1024x200 product (edge tiles), linear's
+  // weight transposed in 5 slices, and K = 1030 in 2 slices of 515, which
+  // the kernel's element-wise loads take.
+  auto a3 = inputFor(DType::F32, {136, 1024}), b3 = inputFor(DType::F32, {1024, 200});
+  expectClose(call("matmul", {a3, b3})[0], rounded(refMatmul(a3, b3)), "matmul split-K 136x1024 @ 1024x200", 1024);
+  auto x2 = inputFor(DType::F32, {72, 1280}), w2 = inputFor(DType::F32, {136, 1280}),
+       bias2 = inputFor(DType::F32, {136});
+  expectClose(call("linear", {x2, w2, bias2})[0], scaleAdd(refMatmul(x2, transpose2(w2)), &bias2, 1, 1),
+              "linear split-K 72x1280 weight 136x1280", 1280);
+  auto a4 = inputFor(DType::F32, {66, 1030}), b4 = inputFor(DType::F32, {1030, 70});
+  expectClose(call("mm", {a4, b4})[0], rounded(refMatmul(a4, b4)), "mm split-K 66x1030 @ 1030x70", 1030);
   auto m1 = inputFor(DType::F32, {20, 1280}), m2 = inputFor(DType::F32, {1280, 30}), c = inputFor(DType::F32, {1, 30});
   expectClose(call("addmm", {c, m1, m2}, {{"beta", 0.5}, {"alpha", -2.0}})[0],
               scaleAdd(refMatmul(m1, m2), &c, -2.0, 0.5), "addmm split-K", 1280);
