@@ -99,6 +99,11 @@ std::vector<Case> cases() {
       // A batch of 64 rows through a linear layer (inference): 64-row tiles.
       {"linear_f16_64x4096x4096", "linear", {f16({64, 4096}), f16({4096, 4096}), f16({4096})}, {}, 0,
        2 * 64.0 * 4096 * 4096},
+      {"matmul_f16_1024", "matmul", {f16({1024, 1024}), f16({1024, 1024})}, {}, 0, 2 * 1024.0 * 1024 * 1024},
+      // Weight-gradient shapes (split K).
+      {"matmul_f16_512x32768x512", "matmul", {f16({512, 32768}), f16({32768, 512})}, {}, 0, 2 * 512.0 * 32768 * 512},
+      {"matmul_f16_1024x16384x1024", "matmul", {f16({1024, 16384}), f16({16384, 1024})}, {}, 0,
+       2 * 1024.0 * 16384 * 1024},
       {"matmul_bf16_4096", "matmul", {bf16({4096, 4096}), bf16({4096, 4096})}, {}, 0, 2 * 4096.0 * 4096 * 4096},
       {"matmul_f32_256x65536x256", "matmul", {f32({256, 65536}), f32({65536, 256})}, {}, 0, 2 * 256.0 * 65536 * 256},
       // Weight-gradient shapes: few output tiles, long K (split K).

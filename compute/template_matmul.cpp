@@ -400,9 +400,8 @@ class Matmul final : public KernelTemplate {
     return c;
   }
 
-  // Fast-kernel tiles that fill a large GPU (132 SMs on an H100), and how
-  // many split K aims for.
-  static constexpr int64_t kEnoughTiles = 192, kSplitTiles = 256;
+  // Output tiles that fill a large GPU (132 SMs on an H100).
+  static constexpr int64_t kEnoughTiles = 192;
 
   // The fast kernel's configuration for this product, or nullopt if it does
   // not apply (integer dtypes, strided operands, a small M or N).
@@ -441,45 +440,50 @@ class Matmul final : public KernelTemplate {
   // when the output has too few tiles to fill the GPU but K is long (a
   // weight gradient [out, batch] @ [batch, in], say): each slice's product
   // goes to scratch memory as f32, and a second pass sums them, so the
-  // partial products lose nothing. f32 slices run on the f32 kernels; f16
-  // and bf16 ones only on tensor cores (`features`, `addresses`: whether the
-  // product takes them), each starting on a multiple of 64 elements of K so
-  // its operands stay 16-byte aligned.
+  // partial products lose nothing. f32 slices run on the fast kernel's
+  // tiles; f16 and bf16 ones only on tensor cores (`features`, `addresses`:
+  // whether the product takes them), each starting on a multiple of 64
+  // elements of K so its operands stay 16-byte aligned.
+  //
+  // The count minimizes an estimate of the time, in units of the product's
+  // on a full GPU: stretched by kEnoughTiles / (tiles * slices) where fewer
+  // tiles than that run, plus the partial products' trip through memory (8
+  // bytes per output and slice), which costs 4 * slices * R / K of it for a
+  // kernel that does R FLOPs in the time memory moves a byte. A split is
+  // taken only where it promises at least 30% less. On an H100 (2026-11-24,
+  // op_bench, two rounds), against the products unsplit:
+  //   f32 256x65536x256 (64 slices) 39.4-39.8 TFLOP/s vs 20.5 (32 slices on
+  //   the generic kernel), 512x32768x512 (16) 41.2-41.7 vs 7.6,
+  //   1024x16384x1024 (4) 44.4-44.8 vs 27.4, 1024^3 (4) 33.3 vs 27.6-28.5;
+  //   f16 512x32768x512 (16) 182-185 vs 21, 1024x16384x1024 (4) 229-232
+  //   vs 86-92, linear 64x4096x4096 (4 or 8) 53-60 vs 21.
+  // Splits that lost and are not taken: f16 1024^3 in 2 or 4 (52-82 vs
+  // 76-81), 1536x2048x1536 in 2 (100-103 vs 128-131).
   static int64_t splitK(const Plan& p, int64_t batch, DType dtype, const DeviceFeatures* features,
                         std::initializer_list<uint64_t> addresses) {
     if (batch != 1 || p.k < 1024) return 1;
-    const int64_t most = std::min<int64_t>(p.k / 256, 64);  // slices of at least 256
-    auto fits = [&](int64_t s, int64_t align) {
-      return p.k % s == 0 && (p.k / s) % align == 0 && uint64_t(s * p.m * p.n) * 4 <= (64ull << 20);
-    };
+    int64_t bm = 0, bn = 0, align = 1;
+    double flopsPerByte = 0;  // the kernel's FLOP rate over memory bandwidth, on an H100
     if (dtype == DType::F32) {
-      // The slices run on the fast kernel's tiles, 128 wide where M or N
-      // allow, as a batch of about kSplitTiles of them: on an H100 (matmul,
-      // 2026-11-24) 256x65536x256 in 64 slices 39.4-39.8 TFLOP/s against
-      // 29.4-33.5 in 32 (64x128 tiles), 512x32768x512 in 16 41.2-41.7
-      // against 7.6 unsplit, 1024x16384x1024 in 4 44.4-44.8 against 27.4,
-      // 1024x1024x1024 in 4 33.3 against 27.6-28.5.
-      const int64_t bm = p.m >= 128 ? 128 : 64, bn = p.n >= 128 ? 128 : 64;
-      const int64_t tiles = ((p.m + bm - 1) / bm) * ((p.n + bn - 1) / bn);
-      if (tiles >= kEnoughTiles) return 1;  // it fills the GPU unsplit
-      const int64_t want = std::min(most, (kSplitTiles + tiles - 1) / tiles);
-      for (int64_t s = want; s <= most; ++s) {
-        if (fits(s, 1)) return s;
-      }
-      for (int64_t s = want - 1; s >= 2; --s) {
-        if (fits(s, 1)) return s;
-      }
+      bm = p.m >= 128 ? 128 : 64, bn = p.n >= 128 ? 128 : 64;
+      flopsPerByte = 18;  // 45 TFLOP/s, 2.5 TB/s
+    } else if (auto c = coopConfig(p, dtype, features, addresses)) {
+      bm = c->bm, bn = c->bn, align = 64;
+      flopsPerByte = 100;  // 250 TFLOP/s
+    } else {
       return 1;
     }
-    // f16 and bf16 slices start on multiples of 64 elements of K.
-    const auto c = coopConfig(p, dtype, features, addresses);
-    if (!c) return 1;
-    const int64_t tiles = ((p.m + c->bm - 1) / c->bm) * ((p.n + c->bn - 1) / c->bn);
-    if (tiles >= 64) return 1;
-    for (int64_t s = most; s >= 2; --s) {
-      if (tiles * s <= 512 && fits(s, 64)) return s;
+    const double tiles = double(((p.m + bm - 1) / bm) * ((p.n + bn - 1) / bn));
+    auto cost = [&](int64_t s) {
+      const double fill = std::max(1.0, double(kEnoughTiles) / (tiles * double(s)));
+      return fill + (s > 1 ? 4 * flopsPerByte * double(s) / double(p.k) : 0.0);
+    };
+    int64_t best = 1;
+    for (int64_t s = 2; s <= std::min<int64_t>(p.k / 256, 64); ++s) {  // slices of at least 256
+      const bool fits = p.k % s == 0 && (p.k / s) % align == 0 && uint64_t(s * p.m * p.n) * 4 <= (64ull << 20);
+      if (fits && cost(s) < cost(best)) best = s;
     }
-    return 1;
+    return cost(best) < 0.7 * cost(1) ? best : 1;
   }
 
   static std::vector<uint32_t> metaOf(const Plan& p, int64_t batch) {
