@@ -126,6 +126,9 @@ def main():
         if "error" in r:
             print(f"{name:28} error: {r['error']}")
             continue
+        if name not in ref:
+            print(f"{name:28} error: no PyTorch reference for this case in {sys.argv[0]}")
+            continue
         fn, make, nbytes, flops = ref[name]
         t = time_torch(fn, make(), repeats)
         calls = int(name.rsplit("_chain", 1)[1]) if "_chain" in name else 1
