@@ -5,11 +5,11 @@ with PyTorch on the same GPU, in one run, and prints a table of ratios.
     bench/op_bench.py BUILD/bench/op_bench [--repeats N] [--filter SUBSTRING]
 
 tensord: N ops enqueued back to back and waited for once, per op (median of
-5 trials, each at least 20 ms). PyTorch: the median of N single calls timed
-with CUDA events, after one
-warm-up. Ratio > 1 means tensord is faster. Chain cases (_chainN) are N
-calls each on the previous call's output, new outputs each time, per call on
-both sides; their rows also show the device memory tensord reserved."""
+5 trials, each at least 20 ms). PyTorch the same way: N calls back to back
+between two CUDA events, after one warm-up. Ratio > 1 means tensord is
+faster. Chain cases (_chainN) are N calls each on the previous call's
+output, new outputs each time, per call on both sides; their rows also show
+the device memory tensord reserved."""
 import json
 import subprocess
 import sys
@@ -92,19 +92,29 @@ def torch_cases():
     }
 
 
-def time_torch(fn, args, repeats):
-    fn(*args)
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeats):
+def time_torch(fn, args, repeats, min_trial=0.02):
+    """Per call, as op_bench times tensord: n calls back to back between two
+    CUDA events, n at least `repeats` and enough for a trial of `min_trial`
+    seconds; the median of 5 trials. (Single calls timed one at a time
+    include each call's launch in its time, and read short ops up to 2x
+    slow.)"""
+    def trial(n):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
-        fn(*args)
+        for _ in range(n):
+            fn(*args)
         end.record()
         torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) / 1e3)
-    times.sort()
-    return times[len(times) // 2]
+        return start.elapsed_time(end) / 1e3 / n
+
+    fn(*args)
+    torch.cuda.synchronize()
+    n = max(repeats, 1)
+    first = trial(n)
+    if first * n < min_trial:
+        n = max(n, min(int(min_trial / first) + 1, 100000))
+    times = sorted(trial(n) for _ in range(5))
+    return times[2]
 
 
 def main():
