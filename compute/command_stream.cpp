@@ -14,7 +14,11 @@ namespace {
 
 // Large enough to amortize a submit, small enough that completions of the
 // first jobs in a busy stream are not held back for long.
-constexpr FairQueue::BatchLimits kBatchLimits{.maxJobs = 256, .sharedCost = 64ull << 20, .soloCost = 512ull << 20};
+constexpr FairQueue::BatchLimits kBatchLimits{.maxJobs = 256,
+                                              .sharedCost = 64ull << 20,
+                                              .soloCost = 512ull << 20,
+                                              .aloneCost = 2ull << 30,
+                                              .aloneAfter = std::chrono::milliseconds(20)};
 // One timestamp before the batch's first job and one after each job.
 constexpr uint32_t kTimestampQueries = uint32_t(kBatchLimits.maxJobs) + 1;
 

@@ -35,6 +35,10 @@ std::vector<const Block*> FairQueue::blocksOf(const Job& job, bool writes) {
 }
 
 void FairQueue::push(Job job) {
+  if (job.owner != lastOwner_) {
+    lastOwner_ = job.owner;
+    lastOwnerSince_ = now_();
+  }
   Entry entry{.seq = nextSeq_++,
               .cost = costOf(job),
               .after = {},
@@ -92,7 +96,8 @@ void FairQueue::take(Entry& entry, std::deque<Job>& out) {
 }
 
 void FairQueue::takeBatch(std::deque<Job>& out) {
-  const uint64_t budget = turn_.size() > 1 ? limits_.sharedCost : limits_.soloCost;
+  uint64_t budget = limits_.sharedCost;
+  if (turn_.size() <= 1) budget = now_() - lastOwnerSince_ >= limits_.aloneAfter ? limits_.aloneCost : limits_.soloCost;
   uint64_t spent = 0;
   size_t idleVisits = 0;  // owners visited in a row that took nothing
   while (!turn_.empty() && out.size() < limits_.maxJobs) {

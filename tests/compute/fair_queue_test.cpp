@@ -90,6 +90,44 @@ TEST_F(FairQueueTest, ASoloOwnerFillsWholeBatches) {
   EXPECT_EQ(batches[1].back(), "a299");
 }
 
+// Once one owner alone has queued work for a while, its batches grow (fewer
+// submits); another owner's job ends that, and while owners take turns the
+// batches stay at the usual bounds.
+TEST_F(FairQueueTest, AnOwnerAloneForAWhileGetsLargerBatches) {
+  auto t = std::chrono::steady_clock::time_point{};
+  FairQueue queue({.maxJobs = 256,
+                   .sharedCost = 64 * kMiB,
+                   .soloCost = 512 * kMiB,
+                   .aloneCost = 2048 * kMiB,
+                   .aloneAfter = std::chrono::milliseconds(20)},
+                  [&] { return t; });
+  std::deque<Job> batch;
+  auto take = [&] {
+    batch.clear();
+    queue.takeBatch(batch);
+    return batch.size();
+  };
+  for (int i = 0; i < 40; ++i) queue.push(job("a", "a" + std::to_string(i), 200 * kMiB));
+  EXPECT_EQ(take(), 2u);  // a has queued alone for no time: 512 MiB
+  t += std::chrono::milliseconds(19);
+  EXPECT_EQ(take(), 2u);
+  t += std::chrono::milliseconds(1);
+  EXPECT_EQ(take(), 10u);  // 20 ms: 2 GiB
+  queue.push(job("b", "b0", 200 * kMiB));
+  for (int i = 0;; ++i) {  // while two owners wait: one job per 64 MiB batch
+    ASSERT_LT(i, 4) << "b0 was not taken";
+    ASSERT_EQ(take(), 1u);
+    if (batch.front().what == "b0") break;
+  }
+  t += std::chrono::milliseconds(10);
+  EXPECT_EQ(take(), 2u);  // a alone again, but b queued 10 ms ago
+  queue.push(job("a", "a40", 200 * kMiB));
+  t += std::chrono::milliseconds(15);
+  EXPECT_EQ(take(), 2u);  // a took over from b 15 ms ago
+  t += std::chrono::milliseconds(5);
+  EXPECT_EQ(take(), 10u);
+}
+
 TEST_F(FairQueueTest, AReadOfAnotherOwnersWriteWaitsForIt) {
   FairQueue queue({.maxJobs = 256, .sharedCost = 64 * kMiB, .soloCost = 1024 * kMiB});
   auto shared = buffer();
