@@ -314,11 +314,6 @@ int run(const Options& o) {
       Tensor tensor = client.upload(DType::F32, Shape{int64_t(bytes / 4)}, std::span(source.data(), bytes));
       tensor.wait();
       t.upload.push_back(since(start));
-      // Downloads are timed from a quiescent daemon. An upload's commit
-      // answers once its last piece is queued for the device, not copied,
-      // and a download right after it would wait for that copy: a reduction
-      // of the tensor read back (untimed) waits for it instead.
-      client.call1("amax", {tensor}).bytes();
       start = Clock::now();
       std::vector<std::byte> back = tensor.bytes();
       t.download.push_back(since(start));
