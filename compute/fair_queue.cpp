@@ -35,9 +35,12 @@ std::vector<const Block*> FairQueue::blocksOf(const Job& job, bool writes) {
 }
 
 void FairQueue::push(Job job) {
-  if (job.owner != lastOwner_) {
-    lastOwner_ = job.owner;
-    lastOwnerSince_ = now_();
+  if (!job.owner.empty()) {
+    lastPushAt_ = now_();
+    if (job.owner != lastOwner_) {
+      lastOwner_ = job.owner;
+      lastOwnerSince_ = lastPushAt_;
+    }
   }
   Entry entry{.seq = nextSeq_++,
               .cost = costOf(job),
@@ -96,8 +99,12 @@ void FairQueue::take(Entry& entry, std::deque<Job>& out) {
 }
 
 void FairQueue::takeBatch(std::deque<Job>& out) {
-  uint64_t budget = limits_.sharedCost;
-  if (turn_.size() <= 1) budget = now_() - lastOwnerSince_ >= limits_.aloneAfter ? limits_.aloneCost : limits_.soloCost;
+  uint64_t budget = turn_.size() > 1 ? limits_.sharedCost : limits_.soloCost;
+  if (turn_.size() == 1 && !turn_.front().empty()) {
+    // When did an owner other than the one waiting last queue a job?
+    const auto others = turn_.front() == lastOwner_ ? lastOwnerSince_ : lastPushAt_;
+    if (now_() - others >= limits_.aloneAfter) budget = limits_.aloneCost;
+  }
   uint64_t spent = 0;
   size_t idleVisits = 0;  // owners visited in a row that took nothing
   while (!turn_.empty() && out.size() < limits_.maxJobs) {

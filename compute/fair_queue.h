@@ -68,18 +68,21 @@ class FairQueue {
     // The same bound when only one owner has work waiting: a batch cannot be
     // preempted, so this bounds what an owner arriving next waits for.
     uint64_t soloCost = 512ull << 20;
-    // The bound once every job queued for `aloneAfter` came from one owner.
-    // Each batch is a submit, and the device idles a few microseconds
-    // between submits: on an H100, streams of 64 MiB elementwise ops or 256
-    // MiB reductions ran 2-5% faster in batches four times as large. An
-    // owner arriving after such a stretch waits for up to a few of them
-    // once (about 2 ms); while owners take turns, batches stay small.
+    // The bound for the only owner waiting once no other owner has queued
+    // a job for `aloneAfter`. Each batch is a submit, and the device idles
+    // a few microseconds between submits: on an H100, streams of 64 MiB
+    // elementwise ops or 256 MiB reductions ran 2-5% faster in batches four
+    // times as large. An owner arriving after such a stretch waits once for
+    // up to a few of them (about 2 ms at an H100's bandwidth); while owners
+    // take turns, batches stay at the bounds above. Jobs without an owner
+    // (every job when the device is shared in arrival order, and barriers)
+    // never get it: such an owner may stand for many clients.
     uint64_t aloneCost = 2ull << 30;
     std::chrono::milliseconds aloneAfter{20};
   };
   using Clock = std::function<std::chrono::steady_clock::time_point()>;
 
-  explicit FairQueue(BatchLimits limits, Clock now = &std::chrono::steady_clock::now)
+  explicit FairQueue(BatchLimits limits, Clock now = [] { return std::chrono::steady_clock::now(); })
       : limits_(limits), now_(std::move(now)) {}
 
   void push(Job job);
@@ -120,8 +123,10 @@ class FairQueue {
 
   BatchLimits limits_;
   Clock now_;
-  std::string lastOwner_;  // whose job was queued last
-  std::chrono::steady_clock::time_point lastOwnerSince_;  // when it took over from another owner
+  // The owner of the last job queued with one ("": none yet), since when
+  // every job with an owner came from it, and when it queued last.
+  std::string lastOwner_;
+  std::chrono::steady_clock::time_point lastOwnerSince_, lastPushAt_;
   uint64_t nextSeq_ = 0;
   std::set<uint64_t> waiting_;          // seqs queued and not yet taken
   std::map<std::string, Owner> owners_;  // owners with jobs waiting

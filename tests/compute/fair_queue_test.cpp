@@ -94,7 +94,7 @@ TEST_F(FairQueueTest, ASoloOwnerFillsWholeBatches) {
 // submits); another owner's job ends that, and while owners take turns the
 // batches stay at the usual bounds.
 TEST_F(FairQueueTest, AnOwnerAloneForAWhileGetsLargerBatches) {
-  auto t = std::chrono::steady_clock::time_point{};
+  auto t = std::chrono::steady_clock::time_point{} + std::chrono::hours(1);
   FairQueue queue({.maxJobs = 256,
                    .sharedCost = 64 * kMiB,
                    .soloCost = 512 * kMiB,
@@ -126,6 +126,43 @@ TEST_F(FairQueueTest, AnOwnerAloneForAWhileGetsLargerBatches) {
   EXPECT_EQ(take(), 2u);  // a took over from b 15 ms ago
   t += std::chrono::milliseconds(5);
   EXPECT_EQ(take(), 10u);
+  // a's backlog runs while b keeps queueing (each of b's jobs taken at
+  // once): b queued within 20 ms, so a's batches stay at 512 MiB.
+  for (int i = 0; i < 30; ++i) queue.push(job("a", "x" + std::to_string(i), 200 * kMiB));
+  for (int i = 0; i < 5; ++i) {
+    t += std::chrono::milliseconds(10);
+    queue.push(job("b", "b" + std::to_string(i + 1), 4096));
+    for (int k = 0;; ++k) {  // b's job goes first, in a batch of its own
+      ASSERT_LT(k, 4) << "b's job was not taken";
+      ASSERT_EQ(take(), 1u);
+      if (batch.front().what.starts_with("b")) break;
+    }
+    t += std::chrono::milliseconds(1);
+    EXPECT_EQ(take(), 2u) << "b queued 1 ms ago";
+  }
+  t += std::chrono::milliseconds(20);
+  EXPECT_EQ(take(), 10u);  // b quiet for 21 ms
+}
+
+// Jobs without an owner (a device shared in arrival order, where every job
+// has none, and barriers) never get the larger batches: that owner may be
+// many clients.
+TEST_F(FairQueueTest, JobsWithoutAnOwnerKeepTheSoloBound) {
+  auto t = std::chrono::steady_clock::time_point{} + std::chrono::hours(1);
+  FairQueue queue({.maxJobs = 256,
+                   .sharedCost = 64 * kMiB,
+                   .soloCost = 512 * kMiB,
+                   .aloneCost = 2048 * kMiB,
+                   .aloneAfter = std::chrono::milliseconds(20)},
+                  [&] { return t; });
+  for (int i = 0; i < 20; ++i) queue.push(job("", "j" + std::to_string(i), 200 * kMiB));
+  std::deque<Job> batch;
+  queue.takeBatch(batch);
+  EXPECT_EQ(batch.size(), 2u);
+  t += std::chrono::seconds(1);
+  batch.clear();
+  queue.takeBatch(batch);
+  EXPECT_EQ(batch.size(), 2u);
 }
 
 TEST_F(FairQueueTest, AReadOfAnotherOwnersWriteWaitsForIt) {
