@@ -5,14 +5,18 @@ with PyTorch on the same GPU, in one run, and prints a table of ratios.
     bench/op_bench.py BUILD/bench/op_bench [--repeats N] [--filter SUBSTRING]
 
 tensord: N ops enqueued back to back and waited for once, per op (median of
-5 trials, each at least 20 ms). PyTorch the same way: N calls back to back
-between two CUDA events, after one warm-up. Ratio > 1 means tensord is
+5 trials, each at least 20 ms; wall time, the submit and the final wait
+included). PyTorch: N calls back to back between two CUDA events (device
+time; over 20 ms the difference is small), trials as long, median of 5,
+after a warm-up trial. Rows where Python issued PyTorch's calls no faster
+than the device ran them are marked host-bound. Ratio > 1 means tensord is
 faster. Chain cases (_chainN) are N calls each on the previous call's
 output, new outputs each time, per call on both sides; their rows also show
 the device memory tensord reserved."""
 import json
 import subprocess
 import sys
+import time
 
 import torch
 
@@ -95,24 +99,30 @@ def torch_cases():
 def time_torch(fn, args, repeats, min_trial=0.02):
     """Per call, as op_bench times tensord: n calls back to back between two
     CUDA events, n at least `repeats` and enough for a trial of `min_trial`
-    seconds; the median of 5 trials. (Single calls timed one at a time
-    include each call's launch in its time, and read short ops up to 2x
-    slow.)"""
+    seconds, after a warm-up trial as long; the median of 5 trials. (Single
+    calls timed one at a time include each call's launch in its time, and
+    read short ops up to 2x slow.) Returns (seconds per call, whether the
+    host took as long to issue the calls as the device to run them: then
+    the figure is Python's launch rate, not the GPU's)."""
     def trial(n):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
+        t0 = time.perf_counter()
         for _ in range(n):
             fn(*args)
+        issued = time.perf_counter() - t0
         end.record()
         torch.cuda.synchronize()
-        return start.elapsed_time(end) / 1e3 / n
+        device = start.elapsed_time(end) / 1e3
+        return device / n, issued >= 0.9 * device
 
     fn(*args)
     torch.cuda.synchronize()
     n = max(repeats, 1)
-    first = trial(n)
+    first, _ = trial(n)
     if first * n < min_trial:
         n = max(n, min(int(min_trial / first) + 1, 100000))
+    trial(n)  # warm-up, as long as a trial
     times = sorted(trial(n) for _ in range(5))
     return times[2]
 
@@ -122,6 +132,9 @@ def main():
     repeats = int(sys.argv[sys.argv.index("--repeats") + 1]) if "--repeats" in sys.argv else 10
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
+    # tensord sums f16 and bf16 products (split K's slices too) in f32.
+    torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
+    torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
     args = [binary, "--repeats", str(repeats)]
     if "--filter" in sys.argv:
         args += ["--filter", sys.argv[sys.argv.index("--filter") + 1]]
@@ -140,7 +153,7 @@ def main():
             print(f"{name:28} error: no PyTorch reference for this case in {sys.argv[0]}")
             continue
         fn, make, nbytes, flops = ref[name]
-        t = time_torch(fn, make(), repeats)
+        t, host_bound = time_torch(fn, make(), repeats)
         calls = int(name.rsplit("_chain", 1)[1]) if "_chain" in name else 1
         t /= calls
         unit = "TFLOP/s" if flops else "GB/s"
@@ -150,6 +163,8 @@ def main():
         if "peak_reserved_bytes" in r:
             grown = (r["peak_reserved_bytes"] - r["reserved_before_bytes"]) / 2**20
             extra = f"  (reserved {grown:.0f} MiB more at peak; cold {r['cold_seconds'] * 1e3:.2f} ms per call)"
+        if host_bound:
+            extra += "  (PyTorch host-bound: its calls took as long to issue as to run)"
         print(f"{name:28} {mine:9.1f} {unit:>4} {theirs:9.1f} {unit:>4} {mine / theirs:6.2f}x{extra}")
 
 
