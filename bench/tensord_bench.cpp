@@ -277,7 +277,7 @@ int run(const Options& o) {
     if (r == 0) check(z, "batched");
   }
   // A graph's run costs about one round trip: it is timed as often as a
-  // tenth of the tiny ops, so its median is as steady as theirs.
+  // tenth of the tiny ops, for a steadier median than --chain-repeats gives.
   const int graphRuns = std::max(o.chainRepeats, o.iterations / 10);
   for (int r = 0; r < graphRuns; ++r) {
     auto start = Clock::now();
@@ -361,7 +361,7 @@ int run(const Options& o) {
     row(label, {micros(t), micros(f), ratio(t / f)});
   }
 
-  std::printf("\nchain of %d ops (add, 1 element), median of %d (graph runs: of %d)\n", kChainLength, o.chainRepeats,
+  std::printf("\nchain of %d ops (add, 1 element), median of %d (graph runs: %d)\n", kChainLength, o.chainRepeats,
               graphRuns);
   row("", {"tensord", "capnp floor", "ratio"});
   double pipe = median(pipelined), seq = median(sequential);

@@ -69,7 +69,9 @@ const KernelSource& splitSumSource(DType dtype) {
 }
 
 // The fast path (kernels/matmul_fast.comp): a float product whose a is a
-// contiguous row-major [M, K] and whose b is [K, N] or, transposed, [N, K].
+// row-major [M, K] and whose b is [K, N] or, transposed, [N, K], each with
+// unit stride along its rows, which may be longer than the product reads
+// (split K's slices: a's row stride at least K, b's at least N or K).
 struct FastConfig {
   int bm = 0, bn = 0;   // output tile
   bool transB = false;  // b is [N, K] (linear's weight)
@@ -404,7 +406,8 @@ class Matmul final : public KernelTemplate {
   static constexpr int64_t kEnoughTiles = 192;
 
   // The fast kernel's configuration for this product, or nullopt if it does
-  // not apply (integer dtypes, strided operands, a small M or N).
+  // not apply (integer dtypes, a small M or N, operands without unit
+  // stride along their rows or with rows shorter than the product's).
   static std::optional<FastConfig> fastConfig(const Plan& p, int64_t batch, DType dtype,
                                               std::initializer_list<uint64_t> addresses) {
     if (!isFloating(dtype) || p.m < 64 || p.n < 64 || p.k < 1) return std::nullopt;
@@ -440,8 +443,9 @@ class Matmul final : public KernelTemplate {
   // when the output has too few tiles to fill the GPU but K is long (a
   // weight gradient [out, batch] @ [batch, in], say): each slice's product
   // goes to scratch memory as f32, and a second pass sums them, so the
-  // partial products lose nothing. f32 slices run on the fast kernel's
-  // tiles; f16 and bf16 ones only on tensor cores (`features`, `addresses`:
+  // partial products lose nothing. f32 slices run on the fast kernel where
+  // M and N are at least 64 (else on the generic kernels); f16 and bf16
+  // ones only on tensor cores (`features`, `addresses`:
   // whether the product takes them), each starting on a multiple of 64
   // elements of K so its operands stay 16-byte aligned.
   //
@@ -450,11 +454,17 @@ class Matmul final : public KernelTemplate {
   // tiles than that run, plus the partial products' trip through memory (8
   // bytes per output and slice), which costs 4 * slices * R / K of it for a
   // kernel that does R FLOPs in the time memory moves a byte. A split is
-  // taken only where it promises at least 30% less. On an H100 (2026-11-24,
-  // op_bench, two rounds), against the products unsplit:
+  // taken only where it promises at least 30% less. For f32 the tiles
+  // counted are 128 wide, the fast kernel's best: unsplit, a product of
+  // fewer than kEnoughTiles of them runs on 64-wide tiles (or leaves SMs
+  // idle), so the fill term stands for both. On an H100 (2026-11-24,
+  // op_bench, M x K x N, two rounds), against the products unsplit unless
+  // said otherwise:
   //   f32 256x65536x256 (64 slices) 39.4-39.8 TFLOP/s vs 20.5 (32 slices on
   //   the generic kernel), 512x32768x512 (16) 41.2-41.7 vs 7.6,
-  //   1024x16384x1024 (4) 44.4-44.8 vs 27.4, 1024^3 (4) 33.3 vs 27.6-28.5;
+  //   1024x16384x1024 (4) 44.4-44.8 vs 27.4, 1024^3 (4) 30.5-34.0 vs
+  //   27.6-29.0, 1024x4096x2048 (2) 40.7-42.0 vs 34.7-35.2,
+  //   1024x2048x1536 (2) 30.1-31.4 vs 25.6-26.5;
   //   f16 512x32768x512 (16) 182-185 vs 21, 1024x16384x1024 (4) 229-232
   //   vs 86-92, linear 64x4096x4096 (4 or 8) 53-60 vs 21.
   // Splits that lost and are not taken: f16 1024^3 in 2 or 4 (52-82 vs
@@ -469,7 +479,7 @@ class Matmul final : public KernelTemplate {
       flopsPerByte = 18;  // 45 TFLOP/s, 2.5 TB/s
     } else if (auto c = coopConfig(p, dtype, features, addresses)) {
       bm = c->bm, bn = c->bn, align = 64;
-      flopsPerByte = 100;  // 250 TFLOP/s
+      flopsPerByte = 100;  // 250 TFLOP/s, 2.5 TB/s
     } else {
       return 1;
     }

@@ -1,8 +1,10 @@
 // Fast path of the matrix product for f32/f16/bf16 (accumulating in float):
-// y = alpha * (a @ b) + beta * c over a batch, where a is a contiguous
-// row-major [M, K] and b is either [K, N] (unit stride along N) or, with
-// TRANS_B, [N, K] (unit stride along K: linear's weight). Same push constants
-// and meta words as matmul.comp; template_matmul.cpp's record() chooses it.
+// y = alpha * (a @ b) + beta * c over a batch, where a is a row-major
+// [M, K] and b is either [K, N] (unit stride along N) or, with TRANS_B,
+// [N, K] (unit stride along K: linear's weight); rows may be longer than
+// the product reads (row strides lda >= K, meta word 8, and ldb, word 10 or
+// 11: split K's slices). Same push constants and meta words as matmul.comp;
+// template_matmul.cpp's record() chooses it.
 //
 // A workgroup of 256 invocations computes a BM x BN output tile in K steps of
 // BK. Tiles of a and b go global -> registers -> shared memory, a (and a
@@ -20,8 +22,8 @@
 // INNER_ONLY: M, N and K are whole numbers of tiles and K steps, so there are
 // no edge tiles and only the inner copy of the K loop is compiled.
 //
-// ALIGNED: every leading dimension is a multiple of 4 and the bases are
-// aligned, so operands move as 4-element vectors (a vector is then wholly
+// ALIGNED: every row length and row stride is a multiple of 4 and the bases
+// are aligned, so operands move as 4-element vectors (a vector is then wholly
 // inside or outside the matrix); otherwise element by element. Edge tiles are
 // zero-filled on load and guarded on store.
 #extension GL_EXT_control_flow_attributes : require

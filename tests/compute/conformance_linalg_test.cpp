@@ -192,6 +192,10 @@ TEST_F(LinalgConformance, SplitK) {
               "linear split-K 72x1280 weight 136x1280", 1280);
   auto a4 = inputFor(DType::F32, {66, 1030}), b4 = inputFor(DType::F32, {1030, 70});
   expectClose(call("mm", {a4, b4})[0], rounded(refMatmul(a4, b4)), "mm split-K 66x1030 @ 1030x70", 1030);
+  // 64 slices of 256: enough tiles for the 128x128 ones, whole tiles and
+  // K steps (the variant without edge tiles).
+  auto a5 = inputFor(DType::F32, {256, 16384}), b5 = inputFor(DType::F32, {16384, 256});
+  expectClose(call("mm", {a5, b5})[0], rounded(refMatmul(a5, b5)), "mm split-K 256x16384 @ 16384x256", 16384);
   auto m1 = inputFor(DType::F32, {20, 1280}), m2 = inputFor(DType::F32, {1280, 30}), c = inputFor(DType::F32, {1, 30});
   expectClose(call("addmm", {c, m1, m2}, {{"beta", 0.5}, {"alpha", -2.0}})[0],
               scaleAdd(refMatmul(m1, m2), &c, -2.0, 0.5), "addmm split-K", 1280);
