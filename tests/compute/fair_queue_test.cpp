@@ -50,6 +50,17 @@ class FairQueueTest : public EngineTest {
 
 constexpr uint64_t kMiB = 1ull << 20;
 
+// Batches of 64 MiB / 512 MiB / 2 GiB (shared / solo / alone for 20 ms),
+// on a clock the test moves.
+FairQueue clockedQueue(const std::chrono::steady_clock::time_point& now) {
+  return FairQueue({.maxJobs = 256,
+                    .sharedCost = 64 * kMiB,
+                    .soloCost = 512 * kMiB,
+                    .aloneCost = 2048 * kMiB,
+                    .aloneAfter = std::chrono::milliseconds(20)},
+                   [&now] { return now; });
+}
+
 TEST_F(FairQueueTest, ALightOwnersOpDoesNotWaitBehindAHeavyBacklog) {
   FairQueue queue({.maxJobs = 256, .sharedCost = 64 * kMiB, .soloCost = 1024 * kMiB});
   for (int i = 0; i < 100; ++i) queue.push(job("heavy", "h" + std::to_string(i), 256 * kMiB));
@@ -95,12 +106,7 @@ TEST_F(FairQueueTest, ASoloOwnerFillsWholeBatches) {
 // batches stay at the usual bounds.
 TEST_F(FairQueueTest, AnOwnerAloneForAWhileGetsLargerBatches) {
   auto t = std::chrono::steady_clock::time_point{} + std::chrono::hours(1);
-  FairQueue queue({.maxJobs = 256,
-                   .sharedCost = 64 * kMiB,
-                   .soloCost = 512 * kMiB,
-                   .aloneCost = 2048 * kMiB,
-                   .aloneAfter = std::chrono::milliseconds(20)},
-                  [&] { return t; });
+  FairQueue queue = clockedQueue(t);
   std::deque<Job> batch;
   auto take = [&] {
     batch.clear();
@@ -149,12 +155,7 @@ TEST_F(FairQueueTest, AnOwnerAloneForAWhileGetsLargerBatches) {
 // many clients.
 TEST_F(FairQueueTest, JobsWithoutAnOwnerKeepTheSoloBound) {
   auto t = std::chrono::steady_clock::time_point{} + std::chrono::hours(1);
-  FairQueue queue({.maxJobs = 256,
-                   .sharedCost = 64 * kMiB,
-                   .soloCost = 512 * kMiB,
-                   .aloneCost = 2048 * kMiB,
-                   .aloneAfter = std::chrono::milliseconds(20)},
-                  [&] { return t; });
+  FairQueue queue = clockedQueue(t);
   for (int i = 0; i < 20; ++i) queue.push(job("", "j" + std::to_string(i), 200 * kMiB));
   std::deque<Job> batch;
   queue.takeBatch(batch);
