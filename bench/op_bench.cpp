@@ -172,6 +172,13 @@ double runChains(Engine& engine, const OpSpec& spec, const Case& c, const Attrs&
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
+// How many units (ops, chains) a trial takes: `count` if `count` of them
+// took at least minTrialMs (`seconds`), else enough to (at most `most`).
+int unitsPerTrial(int count, double seconds, double minTrialMs, int most) {
+  if (seconds >= minTrialMs * 1e-3) return count;
+  return std::max(count, int(std::min(std::ceil(count * minTrialMs * 1e-3 / seconds), double(most))));
+}
+
 void blocking(const std::function<void(Completion)>& enqueue) {
   std::promise<void> done;
   enqueue([&](std::exception_ptr e) {
@@ -240,9 +247,7 @@ int main(int argc, char** argv) {
         // 64 MiB (2.5 ms) read 2-5% low, the start and end of a trial
         // included in its time.
         const double cold = runChains(engine, *spec, c, attrs, in, 1, &peak) / c.chain;
-        int chains = 5;
-        const double warm = runChains(engine, *spec, c, attrs, in, chains, &peak);
-        if (warm < minTrialMs * 1e-3) chains = int(std::min(std::ceil(chains * minTrialMs * 1e-3 / warm), 10000.0));
+        const int chains = unitsPerTrial(5, runChains(engine, *spec, c, attrs, in, 5, &peak), minTrialMs, 10000);
         std::vector<double> times;
         for (int trial = 0; trial < 5; ++trial) {
           times.push_back(runChains(engine, *spec, c, attrs, in, chains, &peak) / (chains * c.chain));
@@ -271,8 +276,7 @@ int main(int argc, char** argv) {
         return std::chrono::duration<double>(Clock::now() - t0).count() / n;
       };
       int n = std::max(repeats, 1);
-      const double first = trial(n);
-      if (first * n < minTrialMs * 1e-3) n = std::max(n, int(std::min(std::ceil(minTrialMs * 1e-3 / first), 100000.0)));
+      n = unitsPerTrial(n, trial(n) * n, minTrialMs, 100000);
       trial(n);  // a warm-up as long as a trial: the first case of a run used to read low
       std::vector<double> times;
       for (int t = 0; t < 5; ++t) times.push_back(trial(n));
