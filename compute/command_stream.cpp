@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <future>
+#include <string_view>
 
 #include "compute/allocator.h"
 #include "compute/device.h"
@@ -61,6 +62,14 @@ std::chrono::nanoseconds submitSpin(const Device& device) {
   return spinFor(device, "TENSORD_SUBMIT_SPIN_US", std::chrono::microseconds(200));
 }
 
+// Whether independent jobs may run alongside each other (TENSORD_OVERLAP_JOBS,
+// default 1): 0 orders every job after everything before it, to rule the
+// hazard tracking out when a result looks wrong.
+bool overlapJobs() {
+  const char* env = std::getenv("TENSORD_OVERLAP_JOBS");
+  return env == nullptr || std::string_view(env) != "0";
+}
+
 // A polling loop's pause: kinder to the other hyperthread and to the bus.
 inline void cpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -86,15 +95,19 @@ uint64_t BatchRecorder::params(std::span<const std::byte> bytes) { return arena_
 
 std::shared_ptr<Buffer> BatchRecorder::scratch(uint64_t bytes) {
   bytes = std::max<uint64_t>(bytes, 16);
-  // An earlier job's scratch will do (the smallest that fits): every command
-  // waits for everything recorded before it, so that job is done with it.
+  // An earlier job's scratch will do (the smallest that fits) once that job
+  // is done with it: it finished before a barrier this job's commands come
+  // after, or this job's first command is still to come and will wait for
+  // everything before it.
   Scratch* reuse = nullptr;
   for (Scratch& s : scratch_) {
-    if (s.job != job_ && s.buffer->bytes() >= bytes && (!reuse || s.buffer->bytes() < reuse->buffer->bytes())) {
+    const bool ordered = s.job < orderedBefore_ || !jobStarted_;
+    if (s.job != job_ && ordered && s.buffer->bytes() >= bytes && (!reuse || s.buffer->bytes() < reuse->buffer->bytes())) {
       reuse = &s;
     }
   }
   if (reuse) {
+    if (reuse->job >= orderedBefore_) mayOverlap_ = false;
     reuse->job = job_;
     return reuse->buffer;
   }
@@ -123,12 +136,60 @@ std::exception_ptr BatchRecorder::deviceError(size_t job) const {
   return nullptr;
 }
 
+void BatchRecorder::beginJob(size_t index, std::vector<const Block*> reads, std::vector<const Block*> writes,
+                             bool mayOverlap) {
+  job_ = index;
+  jobReads_ = std::move(reads);
+  jobWrites_ = std::move(writes);
+  // The batch's first command waits for the batches before it.
+  mayOverlap_ = mayOverlap && anyBarrier_;
+  jobStarted_ = false;
+}
+
+namespace {
+
+bool intersect(const std::vector<const Block*>& a, const std::vector<const Block*>& b) {
+  auto i = a.begin(), j = b.begin();
+  while (i != a.end() && j != b.end()) {
+    if (*i == *j) return true;
+    *i < *j ? ++i : ++j;
+  }
+  return false;
+}
+
+void mergeInto(std::vector<const Block*>& into, const std::vector<const Block*>& more) {
+  const auto middle = into.insert(into.end(), more.begin(), more.end());
+  std::inplace_merge(into.begin(), middle, into.end());
+  into.erase(std::unique(into.begin(), into.end()), into.end());
+}
+
+}  // namespace
+
+bool BatchRecorder::conflictsWithUnordered() const {
+  return intersect(jobWrites_, unorderedWrites_) || intersect(jobWrites_, unorderedReads_) ||
+         intersect(jobReads_, unorderedWrites_);
+}
+
 void BatchRecorder::barrier() {
-  // One global barrier orders every command after everything before it,
+  const bool first = !jobStarted_;
+  jobStarted_ = true;
+  if (first && mayOverlap_ && !conflictsWithUnordered()) {
+    // Independent of everything since the last barrier: may run alongside it.
+    ++jobsOverlapped_;
+    mergeInto(unorderedReads_, jobReads_);
+    mergeInto(unorderedWrites_, jobWrites_);
+    return;
+  }
+  // One global barrier orders this command after everything before it,
   // earlier batches included (a fence wait makes nothing visible to the
-  // device). Coarse but correct; a hazard tracker can narrow it later.
+  // device).
   vk::MemoryBarrier mb{.srcAccessMask = kWriteAccess, .dstAccessMask = kAllAccess};
   cmd_.pipelineBarrier(kWorkStages, kWorkStages, {}, mb, nullptr, nullptr);
+  anyBarrier_ = true;
+  if (first) ++jobsAfterBarrier_;
+  orderedBefore_ = job_;
+  unorderedReads_ = jobReads_;
+  unorderedWrites_ = jobWrites_;
 }
 
 void BatchRecorder::dispatch(const KernelSource& source, std::span<const std::byte> push, uint32_t gx, uint32_t gy,
@@ -171,6 +232,7 @@ CommandStream::CommandStream(const Device& device, KernelCache& kernels, Caching
       timeInterval_(timeInterval),
       completionSpin_(completionSpin(device)),
       submitSpin_(submitSpin(device)),
+      overlapJobs_(overlapJobs()),
       fairSharing_(fairSharing),
       queue_(kBatchLimits) {
   // timestampComputeAndGraphics promises timestamps on every compute queue;
@@ -328,12 +390,15 @@ void CommandStream::record(Frame& frame) {
     frame.pool.reset();
     frame.cmd.begin({.flags = vk::CommandBufferUsageFlagBits::eOneTimeSubmit});
     // Bottom-of-pipe timestamps are written once everything before them in
-    // the queue finished; every command is behind a full barrier anyway, so
-    // the difference of two neighbours is the time of the job between them.
+    // the queue finished, so the difference of two neighbours is the time
+    // the job between them added: all of its time where a barrier came
+    // before it, only what it ran past the jobs before where it ran
+    // alongside them (the times still add up to the batch's).
     // Timed only for an observer, at most once per interval (a timestamp
     // costs the device a few microseconds: on the H100, 5-7% of a 64 MiB
     // elementwise op's time), and always with a user kernel in it, whose
-    // run time the daemon checks against kernels.max_dispatch_ms.
+    // run time the daemon checks against kernels.max_dispatch_ms: there
+    // every job waits for the one before, so each time is a job's own.
     const auto now = std::chrono::steady_clock::now();
     const bool userKernel =
         std::any_of(batch.begin(), batch.end(), [](const Job& job) { return job.what.starts_with("user."); });
@@ -347,7 +412,8 @@ void CommandStream::record(Frame& frame) {
     for (size_t i = 0; i < batch.size(); ++i) {
       if (batch[i].record) {
         try {
-          recorder.beginJob(i);
+          recorder.beginJob(i, FairQueue::blocksOf(batch[i], false), FairQueue::blocksOf(batch[i], true),
+                            overlapJobs_ && !userKernel);
           batch[i].record(recorder);
         } catch (...) {
           frame.errors[i] = std::current_exception();
@@ -359,6 +425,8 @@ void CommandStream::record(Frame& frame) {
     vk::MemoryBarrier toHost{.srcAccessMask = kWriteAccess, .dstAccessMask = vk::AccessFlagBits::eHostRead};
     frame.cmd.pipelineBarrier(kWorkStages, vk::PipelineStageFlagBits::eHost, {}, toHost, nullptr, nullptr);
     frame.cmd.end();
+    barriers_.fetch_add(recorder.jobsAfterBarrier(), std::memory_order_relaxed);
+    overlapped_.fetch_add(recorder.jobsOverlapped(), std::memory_order_relaxed);
     vkCall("vkQueueSubmit", [&] {
       device_.queue().submit(vk::SubmitInfo{.commandBufferCount = 1, .pCommandBuffers = &*frame.cmd}, *frame.fence);
     });

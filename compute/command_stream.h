@@ -1,8 +1,10 @@
 #pragma once
 // CommandStream: two threads. Jobs are queued from any thread; the submit
 // thread takes a batch (FairQueue decides which jobs, sharing the device
-// between owners), records it into one command buffer with a barrier between
-// jobs and submits it; the completion thread waits for each batch's fence in
+// between owners), records it into one command buffer with a barrier before
+// each job that touches memory the jobs since the last barrier touch (a read
+// after a write, a write after any access; BatchRecorder::beginJob) and
+// submits it; the completion thread waits for each batch's fence in
 // submission order and runs its jobs' completions. Up to three batches are
 // on the device at once, and while they run the next one collects, so many
 // small ops share a submit and the device does not wait for the host.
@@ -52,13 +54,25 @@ class BatchRecorder final : public Recorder {
   // batch finished (until the next batch starts): {host pointer, address}.
   std::pair<const uint32_t*, uint64_t> hostWords(uint32_t count);
 
-  // Which job of the batch is being recorded; error slots belong to it.
-  void beginJob(size_t index) { job_ = index; }
+  // Which job of the batch is being recorded (error slots and scratch
+  // belong to it) and the memory it reads and writes (FairQueue::blocksOf:
+  // sorted, each block once). With `mayOverlap`, its first command skips
+  // the barrier when the job conflicts with none of the jobs recorded since
+  // the last barrier (it writes nothing they touch, reads nothing they
+  // write), so independent jobs may run at the same time. Its own later
+  // commands are each behind a barrier, as without.
+  void beginJob(size_t index, std::vector<const Block*> reads, std::vector<const Block*> writes, bool mayOverlap);
   // After the batch finished: the error a job's kernels reported, or nullptr.
   std::exception_ptr deviceError(size_t job) const;
 
+  // Jobs of this batch whose first command came after a barrier, and jobs
+  // whose first command skipped it.
+  uint64_t jobsAfterBarrier() const { return jobsAfterBarrier_; }
+  uint64_t jobsOverlapped() const { return jobsOverlapped_; }
+
  private:
   void barrier();
+  bool conflictsWithUnordered() const;
 
   struct ErrorSlot {
     size_t job;
@@ -72,6 +86,20 @@ class BatchRecorder final : public Recorder {
   CachingAllocator& allocator_;
   uint32_t maxGroups_[3];
   size_t job_ = 0;
+  // The job being recorded: its memory, whether it may skip its first
+  // barrier, and whether it recorded a command yet.
+  std::vector<const Block*> jobReads_, jobWrites_;
+  bool mayOverlap_ = false;
+  bool jobStarted_ = false;
+  // What the commands since the last barrier read and write (sorted): a
+  // command recorded now without a barrier may run alongside all of them.
+  std::vector<const Block*> unorderedReads_, unorderedWrites_;
+  // Every job before this one finished before the last barrier's later
+  // commands start (the jobs since may still run).
+  size_t orderedBefore_ = 0;
+  bool anyBarrier_ = false;  // in this batch
+  uint64_t jobsAfterBarrier_ = 0;
+  uint64_t jobsOverlapped_ = 0;
   struct Scratch {
     std::shared_ptr<Buffer> buffer;
     size_t job;  // the last job it was handed to
@@ -100,6 +128,11 @@ class CommandStream {
   bool measuresDeviceTime() const { return timestampBits_ != 0; }
   // Jobs waiting for a batch; read without the lock (stats, any thread).
   size_t queuedJobs() const { return queued_.load(std::memory_order_relaxed); }
+  // Counted once each batch is recorded (any thread).
+  Engine::JobOrdering jobOrdering() const {
+    return {.barriers = barriers_.load(std::memory_order_relaxed),
+            .overlapped = overlapped_.load(std::memory_order_relaxed)};
+  }
 
  private:
   // One batch's command buffer, fence and parameter memory. Up to kFrames
@@ -143,6 +176,10 @@ class CommandStream {
   std::chrono::steady_clock::time_point lastTimed_;  // submit thread only
   const std::chrono::nanoseconds completionSpin_;  // fence polling before a blocking wait
   const std::chrono::nanoseconds submitSpin_;      // polling for work before sleeping
+  // Jobs independent of the ones since the last barrier skip theirs
+  // (BatchRecorder::beginJob); TENSORD_OVERLAP_JOBS=0 puts a barrier before every job.
+  const bool overlapJobs_;
+  std::atomic<uint64_t> barriers_{0}, overlapped_{0};  // see jobOrdering()
 
   std::mutex mu_;
   std::condition_variable wake_;  // work queued, a frame freed, or stopping

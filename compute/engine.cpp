@@ -296,6 +296,7 @@ void Engine::enqueueTransfer(const std::string& owner, std::shared_ptr<Buffer> s
 }
 
 void Engine::waitIdle() { impl_->stream.waitIdle(); }
+Engine::JobOrdering Engine::jobOrdering() const { return impl_->stream.jobOrdering(); }
 void Engine::holdSubmits() { impl_->stream.hold(); }
 void Engine::releaseSubmits() { impl_->stream.release(); }
 

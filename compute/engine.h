@@ -230,6 +230,15 @@ class Engine {
   // Jobs enqueued and not yet taken into a batch.
   uint64_t queuedJobs() const;
 
+  // Since the engine started: jobs whose first command waited for
+  // everything before it (a barrier), and jobs that ran alongside the jobs
+  // before them instead, conflicting with none (docs/design.md, "Submission").
+  struct JobOrdering {
+    uint64_t barriers = 0;
+    uint64_t overlapped = 0;
+  };
+  JobOrdering jobOrdering() const;
+
  private:
   void checkDTypes(const OpSpec& spec, std::span<const TensorView> inputs, std::span<const TensorView> outputs) const;
 

@@ -17,8 +17,9 @@
 // found by memory (Block), not by Buffer object: a block freed while queued
 // work still uses it may already serve a new Buffer (see buffer.h), whose
 // work must then wait for the old Buffer's. Taken jobs are
-// recorded in order with a barrier between them, so that is all the
-// ordering the device needs. The oldest waiting job never waits on anything,
+// recorded in order with a barrier before each one that conflicts with a job
+// recorded before it (by the same rule), so that is all the ordering the
+// device needs. The oldest waiting job never waits on anything,
 // so the queue always makes progress.
 //
 // Not thread-safe: the CommandStream guards it with its mutex.
@@ -96,6 +97,8 @@ class FairQueue {
   // Estimated device cost of a job: job.cost or the bytes of the buffers it
   // reads and writes, plus a fixed amount for the dispatch itself.
   static uint64_t costOf(const Job& job);
+  // The memory a job reads (or writes): its buffers' blocks, sorted, each once.
+  static std::vector<const Block*> blocksOf(const Job& job, bool writes);
 
  private:
   struct Entry {
@@ -119,7 +122,6 @@ class FairQueue {
   bool ready(const Entry& entry) const;
   void take(Entry& entry, std::deque<Job>& out);
   void forget(const Block* block, uint64_t seq);
-  static std::vector<const Block*> blocksOf(const Job& job, bool writes);
 
   BatchLimits limits_;
   Clock now_;

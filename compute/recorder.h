@@ -36,7 +36,9 @@ class Recorder {
  public:
   virtual ~Recorder() = default;
   // Dispatches `source` over groups (x, y, z); orders it after everything
-  // recorded before (a memory barrier).
+  // recorded before (a memory barrier). A job's first command is ordered
+  // after the earlier jobs whose memory it shares only: it may run
+  // alongside the others.
   virtual void dispatch(const KernelSource& source, std::span<const std::byte> push, uint32_t groupsX,
                         uint32_t groupsY = 1, uint32_t groupsZ = 1) = 0;
   virtual uint32_t maxGroups(int axis) const = 0;  // the device's limit on axis 0 (x), 1 (y) or 2 (z)
@@ -62,7 +64,7 @@ class Recorder {
 
   // For kernels that bind their own pipeline layout (user kernels take
   // descriptors): runs `record` with the batch's command buffer, ordered
-  // after everything recorded before (a memory barrier). `record` must leave
+  // as dispatch() orders its command. `record` must leave
   // no state that later dispatches rely on.
   virtual void recordCommands(const std::function<void(VkCommandBuffer_T* commandBuffer)>& record) {
     throw std::logic_error("this recorder cannot record raw commands");

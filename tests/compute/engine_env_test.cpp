@@ -6,7 +6,8 @@
 //     representations into the directory the variable names;
 //   - TENSORD_COMPLETION_SPIN_US / TENSORD_SUBMIT_SPIN_US: the command
 //     stream's threads poll before they sleep (on by default on GPUs, off on
-//     CPU devices such as lavapipe, so forced on here).
+//     CPU devices such as lavapipe, so forced on here);
+//   - TENSORD_OVERLAP_JOBS=0: every job waits for everything before it.
 
 #include <gtest/gtest.h>
 #include <spdlog/sinks/ostream_sink.h>
@@ -171,6 +172,36 @@ TEST(CommandStreamSpin, PollingThreadsLoseNothing) {
     }
     engine.releaseStaging(*slot);
   }  // destruction finishes and joins the polling threads
+}
+
+TEST(OverlapJobs, OffPutsABarrierBeforeEveryJob) {
+  ::setenv("TENSORD_OVERLAP_JOBS", "0", 1);
+  EngineOptions options;
+  options.device = deviceSelector();
+  options.stagingSlotBytes = 1 << 16;
+  options.stagingSlots = 1;
+  Logged out;
+  options.logger = out.log;
+  Engine engine(options);
+  ::unsetenv("TENSORD_OVERLAP_JOBS");
+  const OpSpec* add = engine.ops().find("add");
+  ASSERT_NE(add, nullptr);
+  const TensorDesc desc{DType::F32, Shape{1024}};
+  std::vector<TensorView> x, y;
+  for (int i = 0; i < 4; ++i) {
+    x.push_back({desc, engine.allocate(desc.bytes(), "test")});
+    y.push_back({desc, engine.allocate(desc.bytes(), "test")});
+  }
+  engine.waitIdle();
+  const Engine::JobOrdering before = engine.jobOrdering();
+  engine.holdSubmits();
+  for (int i = 0; i < 4; ++i) engine.enqueueOp("test", *add, {x[i], x[i]}, {y[i]}, validateAttrs(*add, {}), nullptr);
+  engine.releaseSubmits();
+  engine.waitIdle();
+  // Independent as they are, each job waited (with the default, three of
+  // the four skip their barrier: job_ordering_test.cpp).
+  EXPECT_EQ(engine.jobOrdering().barriers - before.barriers, 4u);
+  EXPECT_EQ(engine.jobOrdering().overlapped, before.overlapped);
 }
 
 }  // namespace
