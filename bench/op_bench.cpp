@@ -15,6 +15,11 @@
 // the device memory the chains reserved: peak_reserved_bytes over
 // reserved_before_bytes. Their trials, too, last at least --min-trial-ms.
 //
+// Independent cases (name ending in _indepN) run N calls on N distinct sets
+// of tensors, round after round, as an optimizer step over N parameters
+// does: no call depends on another of its round, so they may run at the
+// same time on the device. Per call, as above.
+//
 //   op_bench [--repeats N] [--min-trial-ms MS] [--filter SUBSTRING[,SUBSTRING...]]
 // (a case runs when its name contains any of the substrings)
 
@@ -49,6 +54,7 @@ struct Case {
   double bytes;  // bytes moved, for GB/s (0: use flops)
   double flops;
   int chain = 0;  // > 0: a pipelined chain of this many calls, new outputs each (see above)
+  int independent = 0;  // > 0: this many calls on distinct tensors, back to back (see above)
 };
 
 std::vector<Case> cases() {
@@ -136,6 +142,13 @@ std::vector<Case> cases() {
        {{"padding", std::vector<int64_t>{1}}}, 0, 2 * 32.0 * 64 * 56 * 56 * 64 * 9},
       {"conv2d_f16_32x256x56x56_k1_to64", "conv2d", {f16({32, 256, 56, 56}), f16({64, 256, 1, 1})}, {}, 0,
        2 * 32.0 * 64 * 56 * 56 * 256},
+      // 64 independent small adds: an optimizer's step over many small
+      // parameters, where the device's gaps between ops weigh most.
+      {"add_f32_256KiB_indep64", "add", {f32({64 << 10}), f32({64 << 10})}, {}, 3 * 256.0 * 1024, 0, 0, 64},
+      {"add_f32_64B_indep64", "add", {f32({16}), f32({16})}, {}, 3 * 64.0, 0, 0, 64},  // the cost of an op itself
+      {"add_f32_4MiB_indep64", "add", {f32({1 << 20}), f32({1 << 20})}, {}, 3 * 4.0 * (1 << 20), 0, 0, 64},
+      {"layer_norm_256x1024_indep64", "layer_norm", {f32({256, 1024})}, {{"normalized_shape", std::vector<int64_t>{1024}}},
+       2 * 4 * 256.0 * 1024, 0, 0, 64},
       // A decoder's 2x upsampler: 128 -> 64 channels, 28x28 -> 56x56.
       {"conv_transpose2d_32x128x28x28_k4s2", "conv_transpose2d", {f32({32, 128, 28, 28}), f32({128, 64, 4, 4})},
        {{"stride", std::vector<int64_t>{2}}, {"padding", std::vector<int64_t>{1}}}, 0, 2 * 32.0 * 128 * 28 * 28 * 64 * 16},
@@ -257,6 +270,37 @@ int main(int argc, char** argv) {
                     "\"reserved_before_bytes\": %llu, \"peak_reserved_bytes\": %llu}\n",
                     c.name.c_str(), times[2], c.bytes / times[2] / 1e9, cold, (unsigned long long)before,
                     (unsigned long long)peak);
+        std::fflush(stdout);
+        continue;
+      }
+      if (c.independent > 0) {
+        // Call i of every round: inputs and outputs of its own.
+        std::vector<std::vector<TensorView>> ins(c.independent), outs(c.independent);
+        for (int i = 0; i < c.independent; ++i) {
+          for (const auto& d : c.inputs) ins[i].push_back({d, engine.allocate(d.bytes(), "bench")});
+          for (auto& d : inferOutputs(*spec, c.inputs, attrs)) outs[i].push_back({d, engine.allocate(d.bytes(), "bench")});
+        }
+        auto rounds = [&](int n) {
+          auto t0 = Clock::now();
+          blocking([&](Completion done) {
+            for (int r = 0; r < n; ++r) {
+              for (int i = 0; i < c.independent; ++i) {
+                const bool last = r + 1 == n && i + 1 == c.independent;
+                engine.enqueueOp("bench", *spec, ins[i], outs[i], attrs,
+                                 last ? std::move(done) : Completion([](std::exception_ptr) {}));
+              }
+            }
+          });
+          return std::chrono::duration<double>(Clock::now() - t0).count();
+        };
+        rounds(1);  // compiles the pipelines
+        const int n = unitsPerTrial(std::max(repeats, 1), rounds(std::max(repeats, 1)), minTrialMs, 100000);
+        rounds(n);  // a warm-up as long as a trial
+        std::vector<double> times;
+        for (int t = 0; t < 5; ++t) times.push_back(rounds(n) / (double(n) * c.independent));
+        std::sort(times.begin(), times.end());
+        std::printf("{\"case\": \"%s\", \"seconds\": %.6g, \"gbps\": %.4g}\n", c.name.c_str(), times[2],
+                    c.bytes / times[2] / 1e9);
         std::fflush(stdout);
         continue;
       }

@@ -12,7 +12,9 @@ after a warm-up trial. Rows where Python issued PyTorch's calls no faster
 than the device ran them are marked host-bound. Ratio > 1 means tensord is
 faster. Chain cases (_chainN) are N calls each on the previous call's
 output, new outputs each time, per call on both sides; their rows also show
-the device memory tensord reserved."""
+the device memory tensord reserved. Independent cases (_indepN) are N calls
+on N distinct sets of tensors, per call on both sides; PyTorch replays them
+from a CUDA graph, so its figure is the device's, not Python's launch rate."""
 import json
 import subprocess
 import sys
@@ -29,6 +31,28 @@ def chain(op, calls):
             y = op(y, *args[1:])
         return y
     return run
+
+
+def independent(op, calls, make_one):
+    """`calls` calls of `op`, each on a set of tensors of its own (from
+    `make_one`), captured once into a CUDA graph: (run, make) for torch_cases."""
+    sets = []
+
+    def make():
+        sets[:] = [make_one() for _ in range(calls)]
+        def once():
+            for args in sets:
+                op(*args)
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            once()  # warm-up before capture, as CUDA graphs require
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            once()
+        return (graph,)
+    return (lambda graph: graph.replay()), make
 
 
 def torch_cases():
@@ -92,6 +116,10 @@ def torch_cases():
         "conv2d_f16_32x256x14x14_k3": conv(32, 256, 14, 256, 3, 1, 1, f16),
         "conv2d_bf16_32x64x56x56_k3": conv(32, 64, 56, 64, 3, 1, 1, torch.bfloat16),
         "conv2d_f16_32x256x56x56_k1_to64": conv(32, 256, 56, 64, 1, 1, 0, f16),
+        "add_f32_256KiB_indep64": (*independent(lambda a, b, c: torch.add(a, b, out=c), 64, lambda: tuple(torch.randn(64 << 10, device="cuda") for _ in range(3))), 3 * 256 * 1024, 0),
+        "add_f32_64B_indep64": (*independent(lambda a, b, c: torch.add(a, b, out=c), 64, lambda: tuple(torch.randn(16, device="cuda") for _ in range(3))), 3 * 64, 0),
+        "add_f32_4MiB_indep64": (*independent(lambda a, b, c: torch.add(a, b, out=c), 64, lambda: tuple(torch.randn(1 << 20, device="cuda") for _ in range(3))), 3 * 4 * 2**20, 0),
+        "layer_norm_256x1024_indep64": (*independent(lambda a: torch.nn.functional.layer_norm(a, (1024,)), 64, lambda: (torch.randn(256, 1024, device="cuda"),)), 2 * 4 * 256 * 1024, 0),
         "conv_transpose2d_32x128x28x28_k4s2": ((lambda x, w: torch.nn.functional.conv_transpose2d(x, w, stride=2, padding=1)), lambda: (torch.randn(32, 128, 28, 28, device="cuda"), torch.randn(128, 64, 4, 4, device="cuda")), 0, 2 * 32 * 128 * 28 * 28 * 64 * 16),
     }
 
@@ -155,6 +183,7 @@ def main():
         fn, make, nbytes, flops = ref[name]
         t, host_bound = time_torch(fn, make(), repeats)
         calls = int(name.rsplit("_chain", 1)[1]) if "_chain" in name else 1
+        calls = int(name.rsplit("_indep", 1)[1]) if "_indep" in name else calls
         t /= calls
         unit = "TFLOP/s" if flops else "GB/s"
         mine = r.get("tflops", r.get("gbps"))
