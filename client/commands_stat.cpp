@@ -165,7 +165,8 @@ int cmdStat(const Options& options, Connector& connector) {
     }
     printTable(rows);
     std::printf("\nP50..MAX: from a call's arrival to its work's completion%s\n",
-                s.deviceTimestamps ? "; DEVICE: time on the device (timestamp queries)"
+                s.deviceTimestamps ? "; DEVICE: time each call added on the device (timestamp queries; calls "
+                                     "that ran alongside others count what they ran past them)"
                                    : "; the device has no timestamps, so device time is not measured");
   }
   return 0;

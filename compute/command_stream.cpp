@@ -197,7 +197,11 @@ void BatchRecorder::dispatch(const KernelSource& source, std::span<const std::by
   if (gx == 0 || gy == 0 || gz == 0) return;
   const auto& pipeline = kernels_.pipeline(source);  // may compile; throws before recording
   barrier();
-  cmd_.bindPipeline(vk::PipelineBindPoint::eCompute, *pipeline);
+  // Runs of one kernel (a chain of adds, an optimizer's step) bind it once.
+  if (*pipeline != bound_) {
+    cmd_.bindPipeline(vk::PipelineBindPoint::eCompute, *pipeline);
+    bound_ = *pipeline;
+  }
   cmd_.pushConstants<std::byte>(*kernels_.layout(), vk::ShaderStageFlagBits::eCompute, 0, push);
   cmd_.dispatch(gx, gy, gz);
 }
@@ -205,6 +209,7 @@ void BatchRecorder::dispatch(const KernelSource& source, std::span<const std::by
 void BatchRecorder::recordCommands(const std::function<void(VkCommandBuffer_T* commandBuffer)>& record) {
   barrier();
   record(static_cast<VkCommandBuffer>(*cmd_));
+  bound_ = nullptr;  // `record` binds a pipeline of its own
 }
 
 void BatchRecorder::copy(vk::Buffer src, uint64_t srcOffset, vk::Buffer dst, uint64_t dstOffset, uint64_t bytes) {
@@ -268,13 +273,15 @@ CommandStream::~CommandStream() {
 }
 
 void CommandStream::enqueue(Job job) {
+  if (!fairSharing_) job.owner.clear();  // one owner: arrival order
   bool wasEmpty;
   {
     std::lock_guard lock(mu_);
-    if (!fairSharing_) job.owner.clear();  // one owner: arrival order
-    wasEmpty = queue_.empty() && holds_ == 0;  // release() wakes a held stream
-    queue_.push(std::move(job));
-    queued_.store(queue_.size(), std::memory_order_relaxed);
+    // Only an empty inbox can have the submit thread asleep for want of
+    // work (release() wakes a held stream).
+    wasEmpty = inbox_.empty() && holds_ == 0;
+    inbox_.push_back(std::move(job));
+    queued_.fetch_add(1, std::memory_order_relaxed);
   }
   // The submit thread sleeps only on an empty queue (or on no free frame,
   // which the completion thread wakes it for): one wake per burst of calls
@@ -290,7 +297,7 @@ void CommandStream::hold() {
 void CommandStream::release() {
   {
     std::lock_guard lock(mu_);
-    if (holds_ == 0 || --holds_ > 0 || queue_.empty()) return;
+    if (holds_ == 0 || --holds_ > 0 || queued_.load(std::memory_order_relaxed) == 0) return;
   }
   wake_.notify_all();
 }
@@ -302,6 +309,7 @@ void CommandStream::waitIdle() {
 }
 
 void CommandStream::submitLoop() {
+  std::vector<Job> arrived;
   for (;;) {
     Frame* frame = nullptr;
     if (submitSpin_.count() > 0 && queued_.load(std::memory_order_relaxed) == 0) {
@@ -314,14 +322,19 @@ void CommandStream::submitLoop() {
     {
       std::unique_lock lock(mu_);
       wake_.wait(lock, [&] {
-        return (!queue_.empty() && !freeFrames_.empty() && (holds_ == 0 || stopping_)) || (stopping_ && queue_.empty());
+        const bool work = !inbox_.empty() || !queue_.empty();
+        return (work && !freeFrames_.empty() && (holds_ == 0 || stopping_)) || (stopping_ && !work);
       });
-      if (queue_.empty()) break;  // stopping and drained
+      if (inbox_.empty() && queue_.empty()) break;  // stopping and drained
       frame = freeFrames_.back();
       freeFrames_.pop_back();
-      queue_.takeBatch(frame->jobs);
-      queued_.store(queue_.size(), std::memory_order_relaxed);
+      arrived.swap(inbox_);
     }
+    // In arrival order, as FairQueue's ordering between owners needs.
+    for (Job& job : arrived) queue_.push(std::move(job));
+    arrived.clear();
+    queue_.takeBatch(frame->jobs);
+    queued_.fetch_sub(frame->jobs.size(), std::memory_order_relaxed);
     record(*frame);
     {
       std::lock_guard lock(mu_);
@@ -400,8 +413,7 @@ void CommandStream::record(Frame& frame) {
     // run time the daemon checks against kernels.max_dispatch_ms: there
     // every job waits for the one before, so each time is a job's own.
     const auto now = std::chrono::steady_clock::now();
-    const bool userKernel =
-        std::any_of(batch.begin(), batch.end(), [](const Job& job) { return job.what.starts_with("user."); });
+    const bool userKernel = std::any_of(batch.begin(), batch.end(), [](const Job& job) { return job.userKernel; });
     const bool timed = *frame.timestamps && deviceTimes_ && (now - lastTimed_ >= timeInterval_ || userKernel);
     frame.timed = timed;
     if (timed) {
@@ -490,7 +502,10 @@ void CommandStream::reportDeviceTimes(const Frame& frame) {
   times.reserve(batch.size());
   for (size_t i = 0; i < batch.size(); ++i) {
     if (!batch[i].record || batch[i].what.empty() || frame.errors[i]) continue;
-    const uint64_t elapsed = (ticks[i + 1] - ticks[i]) & mask;  // the mask also undoes a wrap-around
+    uint64_t elapsed = (ticks[i + 1] - ticks[i]) & mask;  // the mask also undoes a wrap-around
+    // Neighbours never run backwards; were a driver to write them out of
+    // order, the job would read as taking nearly the counter's whole range.
+    if (elapsed > mask / 2) elapsed = 0;
     times.push_back({batch[i].what, uint64_t(double(elapsed) * timestampPeriodNs_ + 0.5)});
   }
   if (!times.empty()) deviceTimes_(times);

@@ -97,6 +97,7 @@ class BatchRecorder final : public Recorder {
   // Every job before this one finished before the last barrier's later
   // commands start (the jobs since may still run).
   size_t orderedBefore_ = 0;
+  vk::Pipeline bound_;  // the pipeline bound last (null: none, or unknown)
   bool anyBarrier_ = false;  // in this batch
   uint64_t jobsAfterBarrier_ = 0;
   uint64_t jobsOverlapped_ = 0;
@@ -185,8 +186,12 @@ class CommandStream {
   std::condition_variable wake_;  // work queued, a frame freed, or stopping
   std::condition_variable done_;  // a frame submitted, or submitting ended
   const bool fairSharing_;
-  FairQueue queue_;                  // GUARDED_BY(mu_)
-  std::atomic<size_t> queued_{0};    // queue_.size(), stored under mu_
+  // Jobs queued since the submit thread last looked: enqueue() only appends
+  // here, so callers wait for the lock no longer than an append; the submit
+  // thread moves them into queue_ and decides batches there, off the lock.
+  std::vector<Job> inbox_;           // GUARDED_BY(mu_)
+  FairQueue queue_;                  // the submit thread's only
+  std::atomic<size_t> queued_{0};    // jobs in inbox_ and queue_
   std::atomic<bool> stopSpinning_{false};  // the submit thread's polling ends at once
   std::vector<Frame*> freeFrames_;   // GUARDED_BY(mu_)
   std::deque<Frame*> inFlight_;      // GUARDED_BY(mu_); in submission order

@@ -31,6 +31,18 @@ std::vector<TensorView> pinned(const std::vector<TensorView>& views) {
   return out;
 }
 
+// User kernels' ops are named "user.<name>" (server/session_kernels.cpp).
+bool isUserKernel(const OpSpec& spec) { return spec.name.starts_with("user."); }
+
+// The same for views of the caller's own that are used no further: their
+// descriptions move (no copy of each shape), their leases stay.
+std::vector<TensorView> pinnedFrom(std::vector<TensorView>& views) {
+  std::vector<TensorView> out;
+  out.reserve(views.size());
+  for (auto& v : views) out.push_back({std::move(v.desc), v.buffer->pin()});
+  return out;
+}
+
 }  // namespace
 
 // Declaration order is teardown order, reversed: the stream finishes its jobs
@@ -81,14 +93,14 @@ uint64_t Engine::ownerBytes(const std::string& owner) const { return impl_->allo
 void Engine::enqueueOp(const std::string& owner, const OpSpec& spec, std::vector<TensorView> inputs, std::vector<TensorView> outputs,
                        Attrs attrs, Completion done) {
   checkDTypes(spec, inputs, outputs);
-  std::vector<TensorView> pinnedIn = pinned(inputs), pinnedOut = pinned(outputs);
-  Job job{.done = std::move(done), .what = spec.name, .owner = owner};
+  Job job{.done = std::move(done), .what = spec.name, .owner = owner, .userKernel = isUserKernel(spec)};
   if (uint64_t flops = spec.kernel->flops(spec, inputs, outputs, attrs)) {
     // Compute-bound: about as long as moving flops / kFlopsPerByte bytes.
     job.cost = flops / kFlopsPerByte;
     for (const auto& v : inputs) job.cost += v.buffer->bytes();
     for (const auto& v : outputs) job.cost += v.buffer->bytes();
   }
+  std::vector<TensorView> pinnedIn = pinnedFrom(inputs), pinnedOut = pinnedFrom(outputs);
   for (size_t i = 0; i < pinnedIn.size(); ++i) {
     job.reads.emplace_back(spec.inputs.empty() ? std::to_string(i) : spec.inputName(i), pinnedIn[i].buffer);
     if (std::find(spec.mutates.begin(), spec.mutates.end(), spec.inputName(i)) != spec.mutates.end()) {
@@ -112,6 +124,7 @@ void Engine::enqueueOps(const std::string& owner, std::string what, std::vector<
   for (auto& step : steps) {
     const OpSpec& spec = *step.spec;
     checkDTypes(spec, step.inputs, step.outputs);
+    job.userKernel = job.userKernel || isUserKernel(spec);
     if (uint64_t flops = spec.kernel->flops(spec, step.inputs, step.outputs, *step.attrs)) {
       job.cost += flops / kFlopsPerByte;
       for (const auto& v : step.inputs) job.cost += v.buffer->bytes();

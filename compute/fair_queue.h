@@ -22,7 +22,7 @@
 // device needs. The oldest waiting job never waits on anything,
 // so the queue always makes progress.
 //
-// Not thread-safe: the CommandStream guards it with its mutex.
+// Not thread-safe: only the CommandStream's submit thread uses it.
 
 #include <chrono>
 #include <cstdint>
@@ -57,6 +57,9 @@ struct Job {
   std::string owner;     // whose share of the device this job uses
   uint64_t cost = 0;     // estimated bytes it moves; 0 = the sizes of reads and writes
   bool barrier = false;  // taken only after every job queued before it
+  // It runs a user kernel (alone or in a graph): its batch gets timed and
+  // every job of it waits for the one before (docs/design.md, "Submission").
+  bool userKernel = false;
 };
 
 class FairQueue {

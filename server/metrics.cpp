@@ -288,7 +288,8 @@ std::string renderPrometheus(const StatsSnapshot& s) {
   for (const auto& op : s.ops) e.histogram("tensord_op_duration_seconds", label("op", op.name), op.latency);
   if (s.deviceTimestamps) {
     e.family("tensord_op_device_seconds", "histogram",
-             "Device time of each op, from Vulkan timestamp queries, by op (transfers: upload, download, copy).");
+             "Device time each op added to its batch, from Vulkan timestamp queries, by op (transfers: upload, "
+             "download, copy); an op that ran alongside the ones before it counts only what it ran past them.");
     for (const auto& [op, times] : s.device) e.histogram("tensord_op_device_seconds", label("op", op), times);
   }
 
