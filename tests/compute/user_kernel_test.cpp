@@ -12,6 +12,7 @@
 #include "compute/engine.h"
 #include "compute/error.h"
 #include "compute/kernel_cache.h"
+#include "compute/op_table.h"
 #include "compute/user_kernel_desc.h"
 #include "compute/user_kernels.h"
 
@@ -227,6 +228,51 @@ void main() {
   Attrs big = validateAttrs(spec, {{"offset", int64_t(1) << 40}});
   EXPECT_TRUE(contains(errorOf([&] { inferOutputs(spec, std::vector<TensorDesc>{x.desc}, big); }),
                        "attribute 'offset' is 1099511627776; expected a 32-bit int"));
+}
+
+TEST_F(UserKernelEngine, ABatchWithAUserKernelKeepsEveryBarrier) {
+  // A user kernel's batch is timed, its run checked against a time limit:
+  // every job of it waits for the one before, called alone or in a graph.
+  auto kernel = engine_->buildUserKernel({.name = "user.copy",
+                                          .language = "glsl",
+                                          .source = R"X(#version 450
+layout(local_size_x = 64) in;
+layout(binding = 0) readonly buffer X { float x[]; };
+layout(binding = 1) writeonly buffer Y { float y[]; };
+void main() { y[gl_GlobalInvocationID.x] = x[gl_GlobalInvocationID.x]; }
+)X",
+                                          .description = R"X({"inputs": [{"name": "x", "dtype": "f32"}],
+      "outputs": [{"name": "y", "dtype": "f32", "shape": "x"}], "grid": ["numel(y)"]})X"});
+  const OpSpec& copy = kernel->spec();
+  const OpSpec& add = *engine_->ops().find("add");
+  const Attrs none = validateAttrs(add, {});
+  const Attrs copyAttrs = validateAttrs(copy, {});
+  std::vector<TensorView> x, y;
+  for (int i = 0; i < 3; ++i) {
+    x.push_back(upload(std::vector<float>(256, float(i))));
+    y.push_back({x.back().desc, engine_->allocate(x.back().desc.bytes(), "test")});
+  }
+  // Three independent jobs in one batch, the last as given; how many of
+  // them ran alongside the ones before.
+  auto overlapped = [&](const std::function<void()>& last) {
+    engine_->waitIdle();
+    const uint64_t before = engine_->jobOrdering().overlapped;
+    engine_->holdSubmits();
+    engine_->enqueueOp("test", add, {x[0], x[0]}, {y[0]}, none, nullptr);
+    engine_->enqueueOp("test", add, {x[1], x[1]}, {y[1]}, none, nullptr);
+    last();
+    engine_->releaseSubmits();
+    engine_->waitIdle();
+    return engine_->jobOrdering().overlapped - before;
+  };
+  EXPECT_EQ(overlapped([&] { engine_->enqueueOp("test", add, {x[2], x[2]}, {y[2]}, none, nullptr); }), 2u);
+  EXPECT_EQ(overlapped([&] { engine_->enqueueOp("test", copy, {x[2]}, {y[2]}, copyAttrs, nullptr); }), 0u);
+  EXPECT_EQ(overlapped([&] {
+              engine_->enqueueOps("test", "graph", {{.spec = &copy, .attrs = &copyAttrs, .inputs = {x[2]}, .outputs = {y[2]}}},
+                                  nullptr, nullptr);
+            }),
+            0u);
+  EXPECT_EQ(download(y[2]), std::vector<float>(256, 2.0f));
 }
 
 }  // namespace
