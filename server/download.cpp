@@ -196,10 +196,13 @@ class DownloadJob {
   proto::ByteSink::Client sink_;
   uint64_t next_;  // first byte not yet fetched
   uint64_t end_;
-  // The largest next piece. Pieces start at one chunk and double up to a
-  // slot: the first write leaves after one chunk's device copy, and each
-  // piece is fetched while the one before, half its size, is sent.
-  uint64_t pieceLimit_ = kChunkBytes;
+  // The largest next piece. Pieces start at a quarter chunk and double up
+  // to a slot: the first write leaves after a quarter chunk's device copy,
+  // and each piece is fetched while the one before, half its size, is sent
+  // (and landed by the receiver). Starting at a whole chunk, a 1 MiB
+  // download into a fresh vector read 1.05-1.14 GB/s on an H100, against
+  // 1.70-1.91 starting at a quarter.
+  uint64_t pieceLimit_ = kChunkBytes / 4;
 };
 
 }  // namespace

@@ -1,6 +1,7 @@
 #pragma once
 // Streams a tensor's bytes from the device to a client's ByteSink through the
-// bounded staging pool, one slot-sized piece at a time: the device copies a
+// bounded staging pool, one piece at a time (a quarter chunk first, each
+// piece twice the last up to a slot): the device copies a
 // piece into a slot, the piece is copied out into its 1 MiB `-> stream`
 // write requests and the slot goes back to the pool at once, before any of
 // it is sent. So a slow or stalled receiver holds host memory (at most two
@@ -8,7 +9,9 @@
 // other transfers need. Cap'n Proto's flow control paces the writes; then
 // sink.done().
 //
-// Threads: the event-loop thread only.
+// Threads: the event-loop thread; a piece larger than a chunk is copied out
+// of its slot on a ServerState::hostCopies worker, which the device copy's
+// completion starts on the engine's completion thread.
 
 #include <kj/async.h>
 
