@@ -194,6 +194,10 @@ def main():
             extra = f"  (reserved {grown:.0f} MiB more at peak; cold {r['cold_seconds'] * 1e3:.2f} ms per call)"
         if host_bound:
             extra += "  (PyTorch host-bound: its calls took as long to issue as to run)"
+        if not flops and theirs < 10:
+            # A tiny op's GB/s rounds to nothing: its time per call says more.
+            print(f"{name:28} {r['seconds'] * 1e6:6.2f} us/call {t * 1e6:6.2f} us/call {mine / theirs:6.2f}x{extra}")
+            continue
         print(f"{name:28} {mine:9.1f} {unit:>4} {theirs:9.1f} {unit:>4} {mine / theirs:6.2f}x{extra}")
 
 
