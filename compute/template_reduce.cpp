@@ -21,7 +21,9 @@ struct Push {
   uint32_t wide;  // reduce.comp's LOADA4 applies
 };
 
-constexpr uint64_t kStateBytes = 32;  // struct St in reduce.comp (largest: int64 accumulators)
+// Bytes per partial state, the most reduce.comp stores field by field (an
+// index and three int64 accumulators).
+constexpr uint64_t kStateBytes = 32;
 
 // Who takes one work item of reduce.comp (its TEAM).
 enum class Team { kThread, kSubgroup, kGroup };

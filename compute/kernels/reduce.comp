@@ -35,7 +35,7 @@ struct St {
   A z;
   int64_t i;
 };
-layout(buffer_reference, std430, buffer_reference_align = 8) buffer States { St v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 8) buffer States { int64_t v[]; };
 
 layout(push_constant) uniform Push {
   x_ref x;
@@ -191,6 +191,55 @@ void st_acc(inout St s, A v, int64_t k) { if (v != A(0)) s.i += 1l; }
 void st_comb(inout St s, St t) { s.i += t.i; }
 #endif
 
+// Partial states (p.s > 1) are stored field by field, only the fields the op
+// uses (ST_FIELDS): a sum's state takes 4 bytes, not the 24 of St. Each
+// field is an array of p.n * p.s; i first (8-byte aligned), then x, y, z.
+#ifdef ACC_FLOAT
+#define ST_ABYTES 4ul
+layout(buffer_reference, std430, buffer_reference_align = 4) buffer StatesA { A v[]; };
+#else
+#define ST_ABYTES 8ul
+layout(buffer_reference, std430, buffer_reference_align = 8) buffer StatesA { A v[]; };
+#endif
+
+StatesA stField(uint f) {  // 0 x, 1 y, 2 z
+  uint64_t m = uint64_t(p.n) * uint64_t(p.s);
+  return StatesA(uint64_t(p.st) + 8ul * m + uint64_t(f) * m * ST_ABYTES);
+}
+
+void st_store(uint k, St s) {
+#if (ST_FIELDS & 1)
+  stField(0u).v[k] = s.x;
+#endif
+#if (ST_FIELDS & 2)
+  stField(1u).v[k] = s.y;
+#endif
+#if (ST_FIELDS & 4)
+  stField(2u).v[k] = s.z;
+#endif
+#if (ST_FIELDS & 8)
+  p.st.v[k] = s.i;
+#endif
+}
+
+St st_load(uint k) {
+  St t;
+  t.x = A(0); t.y = A(0); t.z = A(0); t.i = 0l;
+#if (ST_FIELDS & 1)
+  t.x = stField(0u).v[k];
+#endif
+#if (ST_FIELDS & 2)
+  t.y = stField(1u).v[k];
+#endif
+#if (ST_FIELDS & 4)
+  t.z = stField(2u).v[k];
+#endif
+#if (ST_FIELDS & 8)
+  t.i = p.st.v[k];
+#endif
+  return t;
+}
+
 St st_new() {
   St s;
   s.x = A(0); s.y = A(0); s.z = A(0); s.i = 0l;
@@ -275,7 +324,15 @@ St work(uint item, uint lane, uint w, out uint o, out uint sp) {
 #else
   sp = 0u;
   o = item;
-  for (uint j = lane; j < p.s; j += w) st_comb(s, p.st.v[j * p.n + o]);
+  // UNROLL states loaded before they are combined (in order): the loads of
+  // one state's fields, and of the states after it, wait together.
+  uint j = lane;
+  for (; j + (UNROLL - 1u) * w < p.s; j += UNROLL * w) {
+    St t[UNROLL];
+    [[unroll]] for (uint u = 0u; u < UNROLL; ++u) t[u] = st_load((j + u * w) * p.n + o);
+    [[unroll]] for (uint u = 0u; u < UNROLL; ++u) st_comb(s, t[u]);
+  }
+  for (; j < p.s; j += w) st_comb(s, st_load(j * p.n + o));
 #endif
   return s;
 }
@@ -287,7 +344,7 @@ void emit(uint o, uint sp, St s) {
     STORE_z(o, FIN_Z(s));
 #endif
   } else {
-    p.st.v[sp * p.n + o] = s;
+    st_store(sp * p.n + o, s);
   }
 }
 
