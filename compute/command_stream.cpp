@@ -424,7 +424,7 @@ void CommandStream::record(Frame& frame) {
     for (size_t i = 0; i < batch.size(); ++i) {
       if (batch[i].record) {
         try {
-          recorder.beginJob(i, FairQueue::blocksOf(batch[i], false), FairQueue::blocksOf(batch[i], true),
+          recorder.beginJob(i, std::move(batch[i].readBlocks), std::move(batch[i].writeBlocks),
                             overlapJobs_ && !userKernel);
           batch[i].record(recorder);
         } catch (...) {

@@ -95,6 +95,8 @@ void FairQueue::take(Entry& entry, std::deque<Job>& out) {
   waiting_.erase(entry.seq);
   for (const Block* b : entry.reads) forget(b, entry.seq);
   for (const Block* b : entry.writes) forget(b, entry.seq);
+  entry.job.readBlocks = std::move(entry.reads);
+  entry.job.writeBlocks = std::move(entry.writes);
   out.push_back(std::move(entry.job));
 }
 

@@ -60,6 +60,9 @@ struct Job {
   // It runs a user kernel (alone or in a graph): its batch gets timed and
   // every job of it waits for the one before (docs/design.md, "Submission").
   bool userKernel = false;
+  // The memory of `reads` and `writes` (FairQueue::blocksOf), set when the
+  // job is taken into a batch, for the recorder's barriers.
+  std::vector<const Block*> readBlocks, writeBlocks;
 };
 
 class FairQueue {
@@ -100,8 +103,6 @@ class FairQueue {
   // Estimated device cost of a job: job.cost or the bytes of the buffers it
   // reads and writes, plus a fixed amount for the dispatch itself.
   static uint64_t costOf(const Job& job);
-  // The memory a job reads (or writes): its buffers' blocks, sorted, each once.
-  static std::vector<const Block*> blocksOf(const Job& job, bool writes);
 
  private:
   struct Entry {
@@ -125,6 +126,8 @@ class FairQueue {
   bool ready(const Entry& entry) const;
   void take(Entry& entry, std::deque<Job>& out);
   void forget(const Block* block, uint64_t seq);
+  // The memory a job reads (or writes): its buffers' blocks, sorted, each once.
+  static std::vector<const Block*> blocksOf(const Job& job, bool writes);
 
   BatchLimits limits_;
   Clock now_;
