@@ -17,6 +17,8 @@ ServerState::ServerState(const Config& config, spdlog::logger& log, compute::Eng
       timer(timer),
       tokens(std::make_shared<const acl::TokenAuthenticator>(config.tokens)) {}
 
+ServerState::~ServerState() { engine.waitIdle(); }
+
 void ServerState::fillInfo(proto::DaemonInfo::Builder info) const {
   info.setVersion(TENSORD_VERSION);
   info.setProtocolVersion(proto::PROTOCOL_VERSION);

@@ -40,6 +40,10 @@ class GroupRegistry;
 class ServerState final : private kj::TaskSet::ErrorHandler {
  public:
   ServerState(const Config& config, spdlog::logger& log, compute::Engine& engine, kj::Timer& timer);
+  // Waits for the device's queued work first: a download's device
+  // completion hands its copy to hostCopies (server/download.cpp), which
+  // must still be there.
+  ~ServerState();
 
   const Config& config;
   spdlog::logger& log;
