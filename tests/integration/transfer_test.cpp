@@ -128,14 +128,15 @@ TEST_F(IntegrationTransfer, OneGibF32TensorRoundTripsBitExact) {
   EXPECT_EQ(mismatches, 0) << "first mismatch at element " << first;
 }
 
-// Large downloads: the daemon sends them in pieces that grow from one chunk
-// to a staging slot, and the client lands them through its receive worker.
-// Sizes at the worker's threshold and ones no piece or chunk size divides.
+// Large downloads: the daemon sends them in pieces that grow from a quarter
+// chunk to a staging slot, and the client lands those of 32 MiB and more
+// through its receive worker. Sizes below and at the worker's threshold,
+// and ones no piece or chunk size divides.
 TEST_F(IntegrationTransfer, LargeDownloadsAreBitExactAcrossPieceSizes) {
   auto client = connect();
   const int64_t mib = int64_t(1) << 20;
   uint32_t seed = 40;
-  for (int64_t bytes : {4 * mib, 9 * mib + 13, 24 * mib + 5}) {
+  for (int64_t bytes : {4 * mib, 9 * mib + 13, 32 * mib, 40 * mib + 5}) {
     SCOPED_TRACE(std::to_string(bytes) + " bytes");
     auto data = randomElements(DType::U8, size_t(bytes), seed++);
     Tensor t = client->upload(DType::U8, Shape{bytes}, data);
@@ -168,7 +169,7 @@ TEST_F(IntegrationTransfer, BytesIntoLandsEveryByteInTheCallersBuffer) {
   const int64_t mib = int64_t(1) << 20;
   uint32_t seed = 60;
   for (int64_t bytes :
-       {int64_t(0), int64_t(1), int64_t(91), chunk - 1, chunk + 1, 3 * chunk + 7, 4 * mib, 9 * mib + 13}) {
+       {int64_t(0), int64_t(1), int64_t(91), chunk - 1, chunk + 1, 3 * chunk + 7, 4 * mib, 9 * mib + 13, 32 * mib + 3}) {
     SCOPED_TRACE(std::to_string(bytes) + " bytes");
     auto data = randomElements(DType::U8, size_t(bytes), seed++);
     Tensor t = client->upload(DType::U8, Shape{bytes}, data);
