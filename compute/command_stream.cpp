@@ -283,9 +283,9 @@ void CommandStream::enqueue(Job job) {
     inbox_.push_back(std::move(job));
     queued_.fetch_add(1, std::memory_order_relaxed);
   }
-  // The submit thread sleeps only on an empty queue (or on no free frame,
-  // which the completion thread wakes it for): one wake per burst of calls
-  // rather than a futex call per call.
+  // The submit thread sleeps for want of work only with nothing queued (else
+  // on no free frame, which the completion thread wakes it for): one wake
+  // per burst of calls rather than a futex call per call.
   if (wasEmpty) wake_.notify_all();
 }
 

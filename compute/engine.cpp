@@ -24,24 +24,18 @@ constexpr uint64_t kFlopsPerByte = 16;
 
 // Queued work holds pins, not leases (buffer.h): a tensor dropped while its
 // work is queued gives its memory back at once, to work queued later. The
-// callers' leases (the by-value arguments below) outlive the enqueue call.
-std::vector<TensorView> pinned(const std::vector<TensorView>& views) {
-  std::vector<TensorView> out = views;
-  for (auto& v : out) v.buffer = v.buffer->pin();
-  return out;
-}
-
-// User kernels' ops are named "user.<name>" (server/session_kernels.cpp).
-bool isUserKernel(const OpSpec& spec) { return spec.name.starts_with("user."); }
-
-// The same for views of the caller's own that are used no further: their
-// descriptions move (no copy of each shape), their leases stay.
-std::vector<TensorView> pinnedFrom(std::vector<TensorView>& views) {
+// callers' leases (the by-value arguments below) outlive the enqueue call:
+// `views` keep theirs; only their descriptions move (no copy of each shape),
+// so they are used no further but for their buffers.
+std::vector<TensorView> pinned(std::vector<TensorView>& views) {
   std::vector<TensorView> out;
   out.reserve(views.size());
   for (auto& v : views) out.push_back({std::move(v.desc), v.buffer->pin()});
   return out;
 }
+
+// User kernels' ops are named "user.<name>" (server/session_kernels.cpp).
+bool isUserKernel(const OpSpec& spec) { return spec.name.starts_with("user."); }
 
 }  // namespace
 
@@ -100,7 +94,7 @@ void Engine::enqueueOp(const std::string& owner, const OpSpec& spec, std::vector
     for (const auto& v : inputs) job.cost += v.buffer->bytes();
     for (const auto& v : outputs) job.cost += v.buffer->bytes();
   }
-  std::vector<TensorView> pinnedIn = pinnedFrom(inputs), pinnedOut = pinnedFrom(outputs);
+  std::vector<TensorView> pinnedIn = pinned(inputs), pinnedOut = pinned(outputs);
   for (size_t i = 0; i < pinnedIn.size(); ++i) {
     job.reads.emplace_back(spec.inputs.empty() ? std::to_string(i) : spec.inputName(i), pinnedIn[i].buffer);
     if (std::find(spec.mutates.begin(), spec.mutates.end(), spec.inputName(i)) != spec.mutates.end()) {
