@@ -107,8 +107,8 @@ Tensor upload(const std::shared_ptr<Connection>& conn, DType dtype, const Shape&
     auto writer = started.getWriter();
 
     if (progress) progress(0, data.size());
-    for (size_t offset = 0; offset < data.size(); offset += kChunkBytes) {
-      size_t length = std::min(kChunkBytes, data.size() - offset);
+    for (size_t offset = 0, length = 0; offset < data.size(); offset += length) {
+      length = std::min(offset < kChunkBytes ? kLeadingChunkBytes : kChunkBytes, data.size() - offset);
       auto write = writer.writeRequest(capnp::MessageSize{length / sizeof(capnp::word) + 16, 0});
       write.setData(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(data.data() + offset), length));
       // Resolves when the flow controller wants more, not when the daemon has the chunk.

@@ -17,6 +17,10 @@ namespace tensord::detail {
 // Bytes per upload chunk: one `-> stream` write, well under the daemon's
 // per-message limit; the RPC flow controller bounds how many are in flight.
 constexpr size_t kChunkBytes = size_t(1) << 20;
+// The first chunk's worth goes in smaller writes: the daemon copies each
+// write into its staging memory as it arrives, so it copies one while the
+// next is still on its way instead of the whole first chunk after it.
+constexpr size_t kLeadingChunkBytes = kChunkBytes / 4;
 
 // Streams `data` to the daemon (blocking, flow-controlled) and returns the
 // tensor of the still-pipelined commit. `data` may be released on return.

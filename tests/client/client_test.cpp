@@ -108,6 +108,14 @@ TEST(Client, UploadDownloadInChunks) {
   EXPECT_EQ(info.shape, Shape{int64_t(values.size())});
   EXPECT_EQ(info.bytes, bytes.size());
   EXPECT_EQ(info.owner, "tester");
+
+  // The first MiB goes in quarter chunks: sizes that end inside it, or just
+  // past one of its writes, arrive whole too.
+  for (size_t floats : {size_t(1) << 16, (size_t(1) << 16) + 1, (size_t(3) << 16) + 5, (size_t(1) << 18) + 1}) {
+    auto some = iota(floats, 7);
+    Tensor u = client.upload(DType::F32, {int64_t(floats)}, std::as_bytes(std::span(some)));
+    EXPECT_EQ(u.toHost(), some) << floats << " floats";
+  }
 }
 
 TEST(Client, OtherDtypesAndEmptyTensors) {
