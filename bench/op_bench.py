@@ -2,7 +2,7 @@
 """Runs op_bench (tensord's kernels on the compute engine) and the same cases
 with PyTorch on the same GPU, in one run, and prints a table of ratios.
 
-    bench/op_bench.py BUILD/bench/op_bench [--repeats N] [--filter SUBSTRING]
+    bench/op_bench.py BUILD/bench/op_bench [--repeats N] [--filter SUBSTRING] [--json FILE]
 
 tensord: N ops enqueued back to back and waited for once, per op (median of
 5 trials, each at least 20 ms; wall time, the submit and the final wait
@@ -14,7 +14,8 @@ faster. Chain cases (_chainN) are N calls each on the previous call's
 output, new outputs each time, per call on both sides; their rows also show
 the device memory tensord reserved. Independent cases (_indepN) are N calls
 on N distinct sets of tensors, per call on both sides; PyTorch replays them
-from a CUDA graph, so its figure is the device's, not Python's launch rate."""
+from a CUDA graph, so its figure is the device's, not Python's launch rate.
+With --json FILE the rows also go to FILE as one JSON document."""
 import json
 import subprocess
 import sys
@@ -171,14 +172,18 @@ def main():
     device = rows[0].get("device", "?")
     print(f"tensord device: {device}; PyTorch {torch.__version__} on {torch.cuda.get_device_name()}; median of {repeats}")
     print(f"{'case':28} {'tensord':>14} {'PyTorch':>14} {'ratio':>7}")
+    doc = {"bench": "op", "device": device, "torch": torch.__version__, "torch_device": torch.cuda.get_device_name(),
+           "repeats": repeats, "rows": []}
     ref = torch_cases()
     for r in rows[1:]:
         name = r["case"]
         if "error" in r:
             print(f"{name:28} error: {r['error']}")
+            doc["rows"].append({"case": name, "error": r["error"]})
             continue
         if name not in ref:
             print(f"{name:28} error: no PyTorch reference for this case in {sys.argv[0]}")
+            doc["rows"].append({"case": name, "error": "no PyTorch reference"})
             continue
         fn, make, nbytes, flops = ref[name]
         t, host_bound = time_torch(fn, make(), repeats)
@@ -194,11 +199,19 @@ def main():
             extra = f"  (reserved {grown:.0f} MiB more at peak; cold {r['cold_seconds'] * 1e3:.2f} ms per call)"
         if host_bound:
             extra += "  (PyTorch host-bound: its calls took as long to issue as to run)"
+        out = {"case": name, "unit": unit, "tensord": mine, "pytorch": theirs, "ratio": mine / theirs,
+               "tensord_seconds_per_call": r["seconds"], "pytorch_seconds_per_call": t, "host_bound": host_bound}
+        out.update({k: r[k] for k in ("peak_reserved_bytes", "reserved_before_bytes", "cold_seconds") if k in r})
+        doc["rows"].append(out)
         if not flops and theirs < 10:
             # A tiny op's GB/s rounds to nothing: its time per call says more.
             print(f"{name:28} {r['seconds'] * 1e6:6.2f} us/call {t * 1e6:6.2f} us/call {mine / theirs:6.2f}x{extra}")
             continue
         print(f"{name:28} {mine:9.1f} {unit:>4} {theirs:9.1f} {unit:>4} {mine / theirs:6.2f}x{extra}")
+    if "--json" in sys.argv:
+        with open(sys.argv[sys.argv.index("--json") + 1], "w") as f:
+            json.dump(doc, f, indent=1)
+            f.write("\n")
 
 
 if __name__ == "__main__":
