@@ -3,11 +3,16 @@
 #include <capnp/rpc-twoparty.h>
 #include <kj/async-io.h>
 #include <kj/async.h>
+#include <kj/compat/tls.h>
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <future>
+#include <optional>
+#include <sstream>
 #include <stdexcept>
+#include <string>
 #include <thread>
 
 #include "bench/echo.capnp.h"
@@ -77,6 +82,40 @@ kj::Own<capnp::TwoPartyVatNetwork> network(kj::AsyncIoStream& stream, capnp::rpc
   return kj::heap<capnp::TwoPartyVatNetwork>(stream, side);
 }
 
+std::string readFile(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("floor: cannot read " + path.string());
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// The floor's TLS, set up as tensord's: TLS 1.2 or later through KJ.
+struct FloorTls {
+  std::string certPem, keyPem;
+  std::optional<kj::TlsCertificate> cert;
+  std::optional<kj::TlsKeypair> keypair;
+  kj::Own<kj::TlsContext> context;
+
+  FloorTls(const FloorPlan& plan, bool server)
+      : certPem(readFile(plan.tlsCertFile)), keyPem(server ? readFile(plan.tlsKeyFile) : std::string()) {
+    kj::TlsContext::Options options;
+    options.minVersion = kj::TlsVersion::TLS_1_2;
+    cert.emplace(kj::StringPtr(certPem.c_str(), certPem.size()));
+    if (server) {
+      keypair.emplace(kj::TlsKeypair{kj::TlsPrivateKey(kj::StringPtr(keyPem.c_str(), keyPem.size())),
+                                     kj::TlsCertificate(kj::StringPtr(certPem.c_str(), certPem.size()))});
+      options.defaultKeypair = *keypair;
+    } else {
+      options.useSystemTrustStore = false;
+      options.trustedCertificates = kj::arrayPtr(&*cert, 1);
+    }
+    context = kj::heap<kj::TlsContext>(kj::mv(options));
+  }
+};
+
+bool usesTls(const FloorPlan& plan) { return !plan.tlsCertFile.empty(); }
+
 // One accepted connection, serving an EchoImpl until the client hangs up.
 struct EchoConnection {
   EchoConnection(kj::Own<kj::AsyncIoStream> s, bool tensordWindow)
@@ -88,12 +127,17 @@ struct EchoConnection {
   capnp::RpcSystem<capnp::rpc::twoparty::VatId> rpc;
 };
 
-kj::Promise<void> serve(kj::ConnectionReceiver& listener, kj::TaskSet& connections, bool tensordWindow) {
-  return listener.accept().then([&listener, &connections, tensordWindow](kj::Own<kj::AsyncIoStream> stream) {
-    auto connection = kj::heap<EchoConnection>(kj::mv(stream), tensordWindow);
-    auto closed = connection->net->onDisconnect();
-    connections.add(closed.attach(kj::mv(connection)));
-    return serve(listener, connections, tensordWindow);
+kj::Promise<void> serve(kj::ConnectionReceiver& listener, kj::TaskSet& connections, bool tensordWindow,
+                        FloorTls* tls) {
+  return listener.accept().then([&listener, &connections, tensordWindow, tls](kj::Own<kj::AsyncIoStream> stream) {
+    auto secured = tls ? tls->context->wrapServer(kj::mv(stream))
+                       : kj::Promise<kj::Own<kj::AsyncIoStream>>(kj::mv(stream));
+    connections.add(secured.then([tensordWindow](kj::Own<kj::AsyncIoStream> stream) {
+      auto connection = kj::heap<EchoConnection>(kj::mv(stream), tensordWindow);
+      auto closed = connection->net->onDisconnect();
+      return closed.attach(kj::mv(connection));
+    }));
+    return serve(listener, connections, tensordWindow, tls);
   });
 }
 
@@ -105,7 +149,7 @@ class IgnoreErrors final : public kj::TaskSet::ErrorHandler {
 // The echo server on its own thread and event loop, listening on 127.0.0.1:0.
 class EchoServer {
  public:
-  explicit EchoServer(bool tensordWindow) : tensordWindow_(tensordWindow) {
+  explicit EchoServer(const FloorPlan& plan) : plan_(plan) {
     std::promise<uint16_t> ready;
     auto port = ready.get_future();
     thread_ = std::thread([this, &ready] { run(ready); });
@@ -121,6 +165,8 @@ class EchoServer {
   void run(std::promise<uint16_t>& ready) {
     try {
       auto io = kj::setupAsyncIo();
+      std::optional<FloorTls> tls;
+      if (usesTls(plan_)) tls.emplace(plan_, true);
       auto address = io.provider->getNetwork().parseAddress("127.0.0.1", 0).wait(io.waitScope);
       auto listener = address->listen();
       IgnoreErrors ignore;
@@ -129,7 +175,9 @@ class EchoServer {
       stop_ = kj::mv(stop.fulfiller);
       executor_ = kj::getCurrentThreadExecutor().addRef();
       ready.set_value(uint16_t(listener->getPort()));
-      serve(*listener, connections, tensordWindow_).exclusiveJoin(kj::mv(stop.promise)).wait(io.waitScope);
+      serve(*listener, connections, plan_.tensordWindow, tls ? &*tls : nullptr)
+          .exclusiveJoin(kj::mv(stop.promise))
+          .wait(io.waitScope);
     } catch (...) {
       try {
         ready.set_exception(std::current_exception());
@@ -138,7 +186,7 @@ class EchoServer {
     }
   }
 
-  bool tensordWindow_;
+  const FloorPlan& plan_;
   std::thread thread_;
   uint16_t port_ = 0;
   kj::Own<const kj::Executor> executor_;      // set on the server thread before `ready`
@@ -148,11 +196,16 @@ class EchoServer {
 }  // namespace
 
 FloorResults measureFloor(const FloorPlan& plan) {
-  EchoServer server(plan.tensordWindow);
+  EchoServer server(plan);
   auto io = kj::setupAsyncIo();
   auto& ws = io.waitScope;
+  std::optional<FloorTls> tls;  // outlives the connection it wraps
+  if (usesTls(plan)) tls.emplace(plan, false);
   auto address = io.provider->getNetwork().parseAddress("127.0.0.1", server.port()).wait(ws);
   auto connection = address->connect().wait(ws);
+  // KJ checks the name against the certificate's DNS names only (tensord's
+  // client also accepts an IP address SAN): the certificate names localhost.
+  if (tls) connection = tls->context->wrapClient(kj::mv(connection), "localhost").wait(ws);
   auto net = network(*connection, capnp::rpc::twoparty::Side::CLIENT, plan.tensordWindow);
   auto rpc = capnp::makeRpcClient(*net);
   capnp::MallocMessageBuilder vatIdMessage(8);

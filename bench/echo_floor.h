@@ -1,11 +1,13 @@
 #pragma once
 // The bare Cap'n Proto figures tensord's are compared with: a trivial call
-// and `-> stream` transfers in fixed chunks over loopback TCP, server and
-// client each on their own thread with their own KJ event loop, streaming
-// with the same window as tensord's connections.
+// and `-> stream` transfers in fixed chunks over loopback TCP (or TLS, as
+// KJ's TLS wraps tensord's connections), server and client each on their own
+// thread with their own KJ event loop, streaming with the same window as
+// tensord's connections.
 
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <span>
 #include <vector>
 
@@ -22,6 +24,9 @@ struct FloorPlan {
   // differs from tensord only in what tensord does; false: Cap'n Proto's
   // default, the socket's send buffer.
   bool tensordWindow = true;
+  // Both set: the connection is TLS, the server presenting this certificate
+  // and the client trusting it; both empty: plain TCP.
+  std::filesystem::path tlsCertFile, tlsKeyFile;
 };
 
 struct FloorResults {

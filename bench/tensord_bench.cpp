@@ -7,8 +7,12 @@
 //     one bare round trip;
 //   - 8 and 64 clients at once issuing tiny ops: throughput and p99;
 //   - upload/download GB/s vs a bare `-> stream` of the same bytes; downloads
-//     both into a fresh vector (bytes()) and into a reused buffer (bytesInto()).
-// It starts its own daemon on 127.0.0.1:0 unless --connect names one.
+//     both into a fresh vector (bytes()) and into a reused buffer (bytesInto());
+//   - the tiny op and transfers again over TLS, on a second daemon started
+//     with a throwaway certificate, vs the same floor over TLS.
+// It starts its own daemons on 127.0.0.1:0 unless --connect names one (TLS
+// is then not measured). The figures are printed as a table and as one JSON
+// document (a line at the end, or --json FILE).
 
 #include <unistd.h>
 
@@ -25,9 +29,13 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "bench/echo_floor.h"
+#include "bench/self_signed.h"
 #include "bench/stats.h"
 #include "tensord/client.h"
 #include "tests/integration/daemon_process.h"
@@ -48,15 +56,18 @@ struct Options {
   int iterations = 2000;
   int chainRepeats = 20;
   std::vector<uint64_t> sizes = {1ull << 20, 64ull << 20, 1ull << 30};
+  std::vector<uint64_t> tlsSizes = {1ull << 20, 64ull << 20};
+  bool tls = true;  // measure over TLS too (own daemons only)
   int repeats = 0;  // 0 = by size
   bool floorTensordWindow = true;  // the floor streams with tensord's window
+  std::string json;  // "" = the JSON document goes to stdout, after the table
 };
 
 void usage(const char* argv0) {
   std::printf(
       "usage: %s [--quick] [--connect HOST:PORT] [--token T] [--tensord PATH]\n"
       "          [--iterations N] [--chain-repeats N] [--sizes 1M,64M,1G] [--repeats N]\n"
-      "          [--floor-window tensord|capnp]\n"
+      "          [--tls-sizes 1M,64M] [--no-tls] [--floor-window tensord|capnp] [--json FILE]\n"
       "  --quick           200 tiny calls, 5 chains, sizes 1M,64M\n"
       "  --connect ADDR    use a running daemon (default: start one on 127.0.0.1:0)\n"
       "  --token T         token for --connect (default: the shipped default credential)\n"
@@ -65,8 +76,11 @@ void usage(const char* argv0) {
       "  --chain-repeats N chains of 100 timed each way (default 20)\n"
       "  --sizes LIST      transfer sizes, K/M/G suffixes are binary (default 1M,64M,1G)\n"
       "  --repeats N       transfers per size (default 20 up to 1 MiB, 5 up to 64 MiB, else 2)\n"
+      "  --tls-sizes LIST  transfer sizes over TLS (default 1M,64M)\n"
+      "  --no-tls          skip the TLS daemon and its floor\n"
       "  --floor-window W  the floor's stream window: tensord's (default) or Cap'n Proto's\n"
-      "                    default, the socket's send buffer\n",
+      "                    default, the socket's send buffer\n"
+      "  --json FILE       write the JSON document to FILE instead of stdout\n",
       argv0);
 }
 
@@ -79,6 +93,17 @@ uint64_t parseSize(const std::string& text) {
   if (suffix == "G" || suffix == "g") return value << 30;
   if (suffix.empty()) return value;
   throw std::invalid_argument("bad size '" + text + "' (use e.g. 64M)");
+}
+
+std::vector<uint64_t> parseSizes(const std::string& list) {
+  std::vector<uint64_t> sizes;
+  for (size_t at = 0; at < list.size();) {
+    size_t comma = list.find(',', at);
+    if (comma == std::string::npos) comma = list.size();
+    sizes.push_back(parseSize(list.substr(at, comma - at)));
+    at = comma + 1;
+  }
+  return sizes;
 }
 
 Options parseOptions(int argc, char** argv) {
@@ -106,14 +131,13 @@ Options parseOptions(int argc, char** argv) {
     } else if (arg == "--repeats") {
       o.repeats = std::stoi(value());
     } else if (arg == "--sizes") {
-      o.sizes.clear();
-      std::string list = value();
-      for (size_t at = 0; at <= list.size();) {
-        size_t comma = list.find(',', at);
-        if (comma == std::string::npos) comma = list.size();
-        o.sizes.push_back(parseSize(list.substr(at, comma - at)));
-        at = comma + 1;
-      }
+      o.sizes = parseSizes(value());
+    } else if (arg == "--tls-sizes") {
+      o.tlsSizes = parseSizes(value());
+    } else if (arg == "--no-tls") {
+      o.tls = false;
+    } else if (arg == "--json") {
+      o.json = value();
     } else if (arg == "--floor-window") {
       std::string window = value();
       if (window != "tensord" && window != "capnp") throw std::invalid_argument("--floor-window takes tensord or capnp");
@@ -125,9 +149,12 @@ Options parseOptions(int argc, char** argv) {
       throw std::invalid_argument("unknown argument '" + arg + "'");
     }
   }
-  for (uint64_t s : o.sizes) {
-    if (s == 0 || s % 4 != 0) throw std::invalid_argument("transfer sizes must be positive multiples of 4 bytes");
+  for (const auto* list : {&o.sizes, &o.tlsSizes}) {
+    for (uint64_t s : *list) {
+      if (s == 0 || s % 4 != 0) throw std::invalid_argument("transfer sizes must be positive multiples of 4 bytes");
+    }
   }
+  if (o.sizes.empty()) throw std::invalid_argument("--sizes needs at least one size");
   return o;
 }
 
@@ -195,6 +222,145 @@ struct TransferTimes {
   std::vector<double> upload, download, downloadInto;
 };
 
+// Tiny adds on `one`, each waited for: the latency of each after `warmup`.
+std::vector<double> timeTinyOps(const Tensor& one, int warmup, int iterations) {
+  std::vector<double> tiny;
+  for (int i = 0; i < warmup + iterations; ++i) {
+    auto start = Clock::now();
+    Tensor sum = one + one;
+    sum.wait();
+    if (i >= warmup) tiny.push_back(since(start));
+  }
+  return tiny;
+}
+
+// f32 tensors of `bytes` from `source`, up then down `repeats` times, each
+// download checked against what went up.
+TransferTimes timeTransfers(Client& client, std::span<const std::byte> source, uint64_t bytes, int repeats) {
+  TransferTimes t;
+  const auto sent = source.first(bytes);
+  // The caller's buffer, reused by every repeat: its pages are faulted in
+  // once, here, as a framework's pinned destination tensor would be.
+  std::vector<std::byte> reused(bytes);
+  for (int r = 0; r < repeats; ++r) {
+    auto start = Clock::now();
+    Tensor tensor = client.upload(DType::F32, Shape{int64_t(bytes / 4)}, sent);
+    tensor.wait();
+    t.upload.push_back(since(start));
+    start = Clock::now();
+    std::vector<std::byte> back = tensor.bytes();
+    t.download.push_back(since(start));
+    if (back.size() != bytes || std::memcmp(back.data(), sent.data(), bytes) != 0) {
+      throw std::runtime_error("a downloaded tensor differs from the uploaded bytes");
+    }
+    std::memset(reused.data(), 0xA5, bytes);  // so a download that lands nothing cannot pass
+    start = Clock::now();
+    tensor.bytesInto(reused);
+    t.downloadInto.push_back(since(start));
+    if (std::memcmp(reused.data(), sent.data(), bytes) != 0) {
+      throw std::runtime_error("a tensor downloaded into a reused buffer differs from the uploaded bytes");
+    }
+  }
+  return t;
+}
+
+// The floor of `sizes` (with their repeats), on its own threads: the
+// calling thread's event loop belongs to its client.
+FloorResults floorOf(const Options& o, int warmup, const std::vector<uint64_t>& sizes, const std::vector<int>& repeats,
+                     std::span<const std::byte> source, const SelfSignedCertificate* tls) {
+  FloorPlan plan{.pingWarmup = warmup,
+                 .pings = o.iterations,
+                 .transferBytes = sizes,
+                 .transferRepeats = repeats,
+                 .chunkBytes = 1u << 20,
+                 .source = source,
+                 .tensordWindow = o.floorTensordWindow};
+  if (tls) {
+    plan.tlsCertFile = tls->certFile();
+    plan.tlsKeyFile = tls->keyFile();
+  }
+  return std::async(std::launch::async, [&] { return measureFloor(plan); }).get();
+}
+
+// The tiny op's p50 / p99 against the floor's: table rows and JSON.
+nlohmann::json tinyRows(const std::vector<double>& tiny, const FloorResults& floor) {
+  nlohmann::json out = nlohmann::json::object();
+  for (double p : {50.0, 99.0}) {
+    double t = percentile(tiny, p), f = percentile(floor.pingSeconds, p);
+    const std::string name = "p" + std::to_string(int(p));
+    row("tiny op (add, 1 element) " + name, {micros(t), micros(f), ratio(t / f)});
+    out[name] = {{"tensord_s", t}, {"floor_s", f}, {"ratio", t / f}};
+  }
+  return out;
+}
+
+// Transfer rates against the floor's: table rows and JSON.
+nlohmann::json transferRows(const std::vector<uint64_t>& sizes, const std::vector<int>& repeats,
+                            const std::vector<TransferTimes>& transfers, const FloorResults& floor) {
+  nlohmann::json out = nlohmann::json::array();
+  for (size_t s = 0; s < sizes.size(); ++s) {
+    const uint64_t bytes = sizes[s];
+    const double up = median(transfers[s].upload), down = median(transfers[s].download);
+    const double into = median(transfers[s].downloadInto);
+    const double fUp = median(floor.uploadSeconds[s]), fDown = median(floor.downloadSeconds[s]);
+    const std::string repeatsNote = " (x" + std::to_string(repeats[s]) + ")";
+    row("upload " + sizeName(bytes) + repeatsNote, {gbps(bytes, up), gbps(bytes, fUp), ratio(fUp / up)});
+    row("download " + sizeName(bytes) + repeatsNote, {gbps(bytes, down), gbps(bytes, fDown), ratio(fDown / down)});
+    row("download into reused " + sizeName(bytes) + repeatsNote,
+        {gbps(bytes, into), gbps(bytes, fDown), ratio(fDown / into)});
+    auto rate = [bytes](double seconds) { return double(bytes) / seconds / 1e9; };
+    out.push_back({{"bytes", bytes},
+                   {"repeats", repeats[s]},
+                   {"upload_gbps", rate(up)},
+                   {"download_gbps", rate(down)},
+                   {"download_into_gbps", rate(into)},
+                   {"floor_upload_gbps", rate(fUp)},
+                   {"floor_download_gbps", rate(fDown)},
+                   {"upload_ratio", fUp / up},
+                   {"download_ratio", fDown / down},
+                   {"download_into_ratio", fDown / into}});
+  }
+  return out;
+}
+
+const char* floorWindowName(const Options& o) { return o.floorTensordWindow ? "tensord's" : "Cap'n Proto's default"; }
+
+// Over TLS: a daemon of its own with a throwaway certificate, the tiny op and
+// the transfers of --tls-sizes, and the floor over TLS.
+struct TlsRun {
+  std::vector<double> tiny;
+  std::vector<int> repeats;
+  std::vector<TransferTimes> transfers;
+  FloorResults floor;
+};
+
+TlsRun measureTls(const Options& o, int warmup, std::span<const std::byte> source) {
+  SelfSignedCertificate certificate;
+  testing::DaemonOptions d;
+  d.binary = o.tensord.empty() ? defaultDaemonBinary() : std::filesystem::path(o.tensord);
+  d.token = "bench-token";
+  d.principal = "bench";
+  d.extra["tls"] = {{"cert_file", certificate.certFile().string()}, {"key_file", certificate.keyFile().string()}};
+  testing::DaemonProcess daemon(d);
+  TlsRun run;
+  {
+    Client client({.address = "tls://" + daemon.address(), .token = d.token, .caFile = certificate.certFile().string()});
+    Tensor one = client.upload(Shape{1}, std::vector<float>{1.0f});
+    one.wait();
+    run.tiny = timeTinyOps(one, warmup, o.iterations);
+    for (uint64_t bytes : o.tlsSizes) {
+      run.repeats.push_back(repeatsFor(o, bytes));
+      run.transfers.push_back(timeTransfers(client, source, bytes, run.repeats.back()));
+    }
+  }
+  auto status = daemon.stop();
+  if (!status || *status != 0) {
+    throw std::runtime_error("the TLS daemon did not exit cleanly on SIGTERM; its log:\n" + daemon.log());
+  }
+  run.floor = floorOf(o, warmup, o.tlsSizes, run.repeats, source, &certificate);
+  return run;
+}
+
 int run(const Options& o) {
   std::unique_ptr<testing::DaemonProcess> daemon;
   ConnectOptions connectOptions{.address = o.connect, .token = o.token};
@@ -208,6 +374,7 @@ int run(const Options& o) {
   }
 
   uint64_t maxBytes = *std::max_element(o.sizes.begin(), o.sizes.end());
+  for (uint64_t bytes : o.tlsSizes) maxBytes = std::max(maxBytes, bytes);
   std::vector<std::byte> source(maxBytes);
   for (size_t i = 0; i < source.size(); ++i) source[i] = std::byte(uint8_t(i * 2654435761u >> 13));
 
@@ -217,14 +384,8 @@ int run(const Options& o) {
   // Tiny op: add on 1-element tensors, each call waited for.
   Tensor one = client.upload(Shape{1}, std::vector<float>{1.0f});
   one.wait();
-  std::vector<double> tiny;
   int warmup = std::min(50, o.iterations);
-  for (int i = 0; i < warmup + o.iterations; ++i) {
-    auto start = Clock::now();
-    Tensor sum = one + one;
-    sum.wait();
-    if (i >= warmup) tiny.push_back(since(start));
-  }
+  std::vector<double> tiny = timeTinyOps(one, warmup, o.iterations);
 
   // The fixed cost of a transfer, with no bytes to speak of: a 4-byte upload
   // waited for, and a 4-byte download into a reused buffer.
@@ -304,43 +465,26 @@ int run(const Options& o) {
   std::vector<TransferTimes> transfers;
   std::vector<int> repeats;
   for (uint64_t bytes : o.sizes) {
-    auto& t = transfers.emplace_back();
     repeats.push_back(repeatsFor(o, bytes));
-    // The caller's buffer, reused by every repeat: its pages are faulted in
-    // once, here, as a framework's pinned destination tensor would be.
-    std::vector<std::byte> reused(bytes);
-    for (int r = 0; r < repeats.back(); ++r) {
-      auto start = Clock::now();
-      Tensor tensor = client.upload(DType::F32, Shape{int64_t(bytes / 4)}, std::span(source.data(), bytes));
-      tensor.wait();
-      t.upload.push_back(since(start));
-      start = Clock::now();
-      std::vector<std::byte> back = tensor.bytes();
-      t.download.push_back(since(start));
-      if (back.size() != bytes || std::memcmp(back.data(), source.data(), bytes) != 0) {
-        throw std::runtime_error("a downloaded tensor differs from the uploaded bytes");
-      }
-      std::memset(reused.data(), 0xA5, bytes);  // so a download that lands nothing cannot pass
-      start = Clock::now();
-      tensor.bytesInto(reused);
-      t.downloadInto.push_back(since(start));
-      if (std::memcmp(reused.data(), source.data(), bytes) != 0) {
-        throw std::runtime_error("a tensor downloaded into a reused buffer differs from the uploaded bytes");
-      }
-    }
+    transfers.push_back(timeTransfers(client, source, bytes, repeats.back()));
   }
 
-  // The floor, on its own threads (the client above owns this thread's loop).
-  FloorPlan plan{.pingWarmup = warmup,
-                 .pings = o.iterations,
-                 .transferBytes = o.sizes,
-                 .transferRepeats = repeats,
-                 .chunkBytes = 1u << 20,
-                 .source = source,
-                 .tensordWindow = o.floorTensordWindow};
-  FloorResults floor = std::async(std::launch::async, [&] { return measureFloor(plan); }).get();
+  FloorResults floor = floorOf(o, warmup, o.sizes, repeats, source, nullptr);
+
+  // Over TLS, on a daemon of its own, once this one is idle.
+  std::optional<TlsRun> tls;
+  if (o.tls && daemon) tls = measureTls(o, warmup, source);
 
   // ---- report
+  nlohmann::json json = {{"bench", "tensord"},
+                         {"version", info.version},
+                         {"protocol", info.protocolVersion},
+                         {"device", {{"name", info.device.name}, {"kind", info.device.kind},
+                                     {"driver", info.device.driver}, {"vulkan", info.device.apiVersion}}},
+                         {"host", {{"cpu", hostCpu()}, {"threads", std::thread::hardware_concurrency()}}},
+                         {"daemon_started", bool(daemon)},
+                         {"iterations", o.iterations},
+                         {"floor_window", o.floorTensordWindow ? "tensord" : "capnp"}};
   std::printf("tensord_bench: tensord %s, protocol %u\n", info.version.c_str(), info.protocolVersion);
   std::printf("  device: %s (%s; driver %s; Vulkan %s; %.1f GiB)\n", info.device.name.c_str(), info.device.kind.c_str(),
               info.device.driver.c_str(), info.device.apiVersion.c_str(),
@@ -351,20 +495,18 @@ int run(const Options& o) {
 
   std::printf("round trip (%d calls each)\n", o.iterations);
   row("", {"tensord", "capnp floor", "tensord/floor"});
-  for (double p : {50.0, 99.0}) {
-    double t = percentile(tiny, p), f = percentile(floor.pingSeconds, p);
-    row("tiny op (add, 1 element) p" + std::to_string(int(p)), {micros(t), micros(f), ratio(t / f)});
-  }
-  for (const auto& [label, times] :
-       {std::pair{"upload 4 bytes + wait p50", &tinyUp}, {"download 4 bytes p50", &tinyDown}}) {
+  json["tiny_op"] = tinyRows(tiny, floor);
+  for (const auto& [label, key, times] : {std::tuple{"upload 4 bytes + wait p50", "upload_4_bytes", &tinyUp},
+                                          {"download 4 bytes p50", "download_4_bytes", &tinyDown}}) {
     double t = percentile(*times, 50), f = percentile(floor.pingSeconds, 50);
     row(label, {micros(t), micros(f), ratio(t / f)});
+    json[key] = {{"tensord_p50_s", t}, {"floor_p50_s", f}, {"ratio", t / f}};
   }
 
   std::printf("\nchain of %d ops (add, 1 element), median of %d (graph runs: %d)\n", kChainLength, o.chainRepeats,
               graphRuns);
   row("", {"tensord", "capnp floor", "ratio"});
-  double pipe = median(pipelined), seq = median(sequential);
+  const double pipe = median(pipelined), seq = median(sequential);
   const double bare = percentile(floor.pingSeconds, 50);
   row("pipelined, one wait (/ floor)", {millis(pipe), micros(bare), ratio(pipe / bare)});
   const double batch = median(batched);
@@ -372,33 +514,46 @@ int run(const Options& o) {
   const double graph = median(graphed);
   row("captured Graph, run, one wait (/ floor)", {millis(graph), micros(bare), ratio(graph / bare)});
   row("sequential (/ pipelined)", {millis(seq), "", ratio(seq / pipe)});
+  json["chain"] = {{"ops", kChainLength},        {"floor_s", bare},          {"pipelined_s", pipe},
+                   {"pipelined_ratio", pipe / bare}, {"batched_s", batch},   {"batched_ratio", batch / bare},
+                   {"graph_s", graph},           {"graph_ratio", graph / bare}, {"sequential_s", seq}};
 
   std::printf("\nclients at once, each: tiny op (add, 1 element), waited for\n");
   row("", {"calls/s", "p50", "p99"});
+  json["clients"] = nlohmann::json::array();
   for (size_t i = 0; i < many.size(); ++i) {
     const auto& m = many[i];
-    row(std::to_string(kClientCounts[i]) + " clients",
-        {format("%.0f", double(m.latencies.size()) / m.seconds), micros(percentile(m.latencies, 50)),
-         micros(percentile(m.latencies, 99))});
+    const double rate = double(m.latencies.size()) / m.seconds;
+    const double p50 = percentile(m.latencies, 50), p99 = percentile(m.latencies, 99);
+    row(std::to_string(kClientCounts[i]) + " clients", {format("%.0f", rate), micros(p50), micros(p99)});
+    json["clients"].push_back({{"clients", kClientCounts[i]}, {"calls_per_s", rate}, {"p50_s", p50}, {"p99_s", p99}});
   }
 
   std::printf(
       "\ntransfers (GB = 1e9 bytes; floor: `-> stream` in 1 MiB chunks, %s window), median;\n"
       "\"download\" lands in a fresh vector (bytes()), \"into reused\" in one buffer (bytesInto())\n",
-      o.floorTensordWindow ? "tensord's" : "Cap'n Proto's default");
+      floorWindowName(o));
   row("", {"tensord", "capnp floor", "tensord/floor"});
-  for (size_t s = 0; s < o.sizes.size(); ++s) {
-    uint64_t bytes = o.sizes[s];
-    double up = median(transfers[s].upload), down = median(transfers[s].download);
-    double into = median(transfers[s].downloadInto);
-    double fUp = median(floor.uploadSeconds[s]), fDown = median(floor.downloadSeconds[s]);
-    std::string repeatsNote = " (x" + std::to_string(repeats[s]) + ")";
-    row("upload " + sizeName(bytes) + repeatsNote, {gbps(bytes, up), gbps(bytes, fUp), ratio(fUp / up)});
-    row("download " + sizeName(bytes) + repeatsNote, {gbps(bytes, down), gbps(bytes, fDown), ratio(fDown / down)});
-    row("download into reused " + sizeName(bytes) + repeatsNote,
-        {gbps(bytes, into), gbps(bytes, fDown), ratio(fDown / into)});
+  json["transfers"] = transferRows(o.sizes, repeats, transfers, floor);
+
+  if (tls) {
+    std::printf("\nover TLS (a second daemon, a self-signed certificate; the floor over KJ's TLS too)\n");
+    row("", {"tensord", "capnp floor", "tensord/floor"});
+    json["tls"] = {{"tiny_op", tinyRows(tls->tiny, tls->floor)},
+                   {"transfers", transferRows(o.tlsSizes, tls->repeats, tls->transfers, tls->floor)}};
+  } else {
+    std::printf("\nover TLS: not measured (%s)\n", daemon ? "--no-tls" : "--connect: TLS runs on daemons it starts");
+    json["tls"] = nullptr;
   }
   std::fflush(stdout);
+
+  if (o.json.empty()) {
+    std::printf("%s\n", json.dump().c_str());
+  } else {
+    std::ofstream out(o.json);
+    out << json.dump(2) << "\n";
+    if (!out) throw std::runtime_error("cannot write " + o.json);
+  }
 
   if (daemon) {
     auto status = daemon->stop();

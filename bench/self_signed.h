@@ -1,0 +1,25 @@
+#pragma once
+// A throwaway TLS identity for the benchmarks: an EC P-256 key and a
+// self-signed certificate for 127.0.0.1 and localhost, valid for a day,
+// written as PEM files into a fresh temporary directory that goes with it.
+// The certificate is its own CA: a client trusts it with `caFile`.
+
+#include <filesystem>
+
+namespace tensord::bench {
+
+class SelfSignedCertificate {
+ public:
+  SelfSignedCertificate();  // throws std::runtime_error naming the OpenSSL step that failed
+  ~SelfSignedCertificate();
+  SelfSignedCertificate(const SelfSignedCertificate&) = delete;
+  SelfSignedCertificate& operator=(const SelfSignedCertificate&) = delete;
+
+  const std::filesystem::path& certFile() const { return certFile_; }
+  const std::filesystem::path& keyFile() const { return keyFile_; }
+
+ private:
+  std::filesystem::path dir_, certFile_, keyFile_;
+};
+
+}  // namespace tensord::bench
