@@ -17,6 +17,7 @@
 
 #include "bench/echo.capnp.h"
 #include "protocol/stream_window.h"
+#include "protocol/tls_stream.h"
 
 namespace tensord::bench {
 namespace {
@@ -90,7 +91,8 @@ std::string readFile(const std::filesystem::path& path) {
   return text.str();
 }
 
-// The floor's TLS, set up as tensord's: TLS 1.2 or later through KJ.
+// The floor's TLS, set up as tensord's: a KJ TlsContext (TLS 1.2 or later)
+// whose connections are protocol::TlsStream.
 struct FloorTls {
   std::string certPem, keyPem;
   std::optional<kj::TlsCertificate> cert;
@@ -130,8 +132,9 @@ struct EchoConnection {
 kj::Promise<void> serve(kj::ConnectionReceiver& listener, kj::TaskSet& connections, bool tensordWindow,
                         FloorTls* tls) {
   return listener.accept().then([&listener, &connections, tensordWindow, tls](kj::Own<kj::AsyncIoStream> stream) {
-    auto secured = tls ? tls->context->wrapServer(kj::mv(stream))
-                       : kj::Promise<kj::Own<kj::AsyncIoStream>>(kj::mv(stream));
+    auto secured = !tls ? kj::Promise<kj::Own<kj::AsyncIoStream>>(kj::mv(stream))
+                        : protocol::TlsStream::accept(*tls->context, kj::mv(stream))
+                              .then([](kj::Own<protocol::TlsStream> s) -> kj::Own<kj::AsyncIoStream> { return kj::mv(s); });
     connections.add(secured.then([tensordWindow](kj::Own<kj::AsyncIoStream> stream) {
       auto connection = kj::heap<EchoConnection>(kj::mv(stream), tensordWindow);
       auto closed = connection->net->onDisconnect();
@@ -203,9 +206,7 @@ FloorResults measureFloor(const FloorPlan& plan) {
   if (usesTls(plan)) tls.emplace(plan, false);
   auto address = io.provider->getNetwork().parseAddress("127.0.0.1", server.port()).wait(ws);
   auto connection = address->connect().wait(ws);
-  // KJ checks the name against the certificate's DNS names only (tensord's
-  // client also accepts an IP address SAN): the certificate names localhost.
-  if (tls) connection = tls->context->wrapClient(kj::mv(connection), "localhost").wait(ws);
+  if (tls) connection = protocol::TlsStream::connect(*tls->context, kj::mv(connection), "127.0.0.1").wait(ws);
   auto net = network(*connection, capnp::rpc::twoparty::Side::CLIENT, plan.tensordWindow);
   auto rpc = capnp::makeRpcClient(*net);
   capnp::MallocMessageBuilder vatIdMessage(8);

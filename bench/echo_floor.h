@@ -1,9 +1,9 @@
 #pragma once
 // The bare Cap'n Proto figures tensord's are compared with: a trivial call
-// and `-> stream` transfers in fixed chunks over loopback TCP (or TLS, as
-// KJ's TLS wraps tensord's connections), server and client each on their own
-// thread with their own KJ event loop, streaming with the same window as
-// tensord's connections.
+// and `-> stream` transfers in fixed chunks over loopback TCP (or over TLS
+// through protocol::TlsStream, as tensord's connections), server and client
+// each on their own thread with their own KJ event loop, streaming with the
+// same window as tensord's connections.
 
 #include <cstddef>
 #include <cstdint>

@@ -537,7 +537,7 @@ int run(const Options& o) {
   json["transfers"] = transferRows(o.sizes, repeats, transfers, floor);
 
   if (tls) {
-    std::printf("\nover TLS (a second daemon, a self-signed certificate; the floor over KJ's TLS too)\n");
+    std::printf("\nover TLS (a second daemon, a self-signed certificate; the floor over the same TLS stream)\n");
     row("", {"tensord", "capnp floor", "tensord/floor"});
     json["tls"] = {{"tiny_op", tinyRows(tls->tiny, tls->floor)},
                    {"transfers", transferRows(o.tlsSizes, tls->repeats, tls->transfers, tls->floor)}};

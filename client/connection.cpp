@@ -2,12 +2,8 @@
 
 #include "client/connection.h"
 
-#include <arpa/inet.h>
 #include <capnp/message.h>
 #include <kj/compat/tls.h>
-#include <openssl/ssl.h>
-#include <openssl/x509.h>
-#include <openssl/x509v3.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -16,6 +12,7 @@
 #include <sstream>
 
 #include "client/wire.h"
+#include "protocol/tls_stream.h"
 
 namespace tensord::detail {
 
@@ -26,39 +23,6 @@ namespace {
 constexpr uint64_t kTraversalLimitWords = (uint64_t(256) << 20) / sizeof(capnp::word);
 constexpr uint kDefaultPort = 7450;
 constexpr std::string_view kTlsScheme = "tls://";
-
-// KJ keeps a TlsContext's SSL_CTX private; explicit instantiation may name
-// private members. Needed to accept an IP address SAN for an IP address host
-// (KJ checks the host against DNS names only).
-template <typename Tag, typename Tag::type Member>
-struct Expose {
-  friend typename Tag::type member(Tag) { return Member; }
-};
-struct ContextCtx {
-  using type = void* kj::TlsContext::*;
-  friend type member(ContextCtx);
-};
-template struct Expose<ContextCtx, &kj::TlsContext::ctx>;
-
-bool isIpLiteral(const char* host) {
-  unsigned char buf[sizeof(in6_addr)];
-  return inet_pton(AF_INET, host, buf) == 1 || inet_pton(AF_INET6, host, buf) == 1;
-}
-
-// Verification callback: a host-name mismatch is forgiven when the host is an
-// IP address listed in the certificate's IP address SANs. Everything else
-// (trust, expiry) is OpenSSL's verdict, which KJ checks after the handshake.
-int verifyServer(int ok, X509_STORE_CTX* store) {
-  if (ok != 0 || X509_STORE_CTX_get_error(store) != X509_V_ERR_HOSTNAME_MISMATCH) return ok;
-  auto* ssl = static_cast<SSL*>(X509_STORE_CTX_get_ex_data(store, SSL_get_ex_data_X509_STORE_CTX_idx()));
-  const char* host = ssl == nullptr ? nullptr : SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
-  X509* leaf = X509_STORE_CTX_get0_cert(store);
-  if (host != nullptr && leaf != nullptr && isIpLiteral(host) && X509_check_ip_asc(leaf, host, 0) == 1) {
-    X509_STORE_CTX_set_error(store, X509_V_OK);
-    return 1;
-  }
-  return ok;
-}
 
 std::string readPem(const std::string& path, std::string_view what) {
   std::ifstream in(path, std::ios::binary);
@@ -136,7 +100,6 @@ struct Connection::Tls {
     } catch (const kj::Exception& e) {
       throw Error(Error::Kind::kFailed, "cannot set up TLS: " + tlsReason(e));
     }
-    SSL_CTX_set_verify(static_cast<SSL_CTX*>((*context).*member(ContextCtx{})), SSL_VERIFY_NONE, verifyServer);
   }
 };
 
@@ -167,14 +130,15 @@ Connection::Connection(const ConnectOptions& options) : io_(threadIoContext()), 
   if (tls_) {
     const std::string host = hostOf(hostPort);
     try {
-      stream_ = tls_->context->wrapClient(kj::mv(stream_), host).wait(ws);
+      stream_ = protocol::TlsStream::connect(*tls_->context, kj::mv(stream_), host).wait(ws);
     } catch (const kj::Exception& e) {
       std::string reason = tlsReason(e);
       std::string hint;
       if (reason.find("not trusted") != std::string::npos || reason.find("issuer") != std::string::npos ||
           reason.find("self-signed") != std::string::npos || reason.find("self signed") != std::string::npos) {
         hint = "; is the daemon's CA given with --ca / TENSORD_CA?";
-      } else if (reason.find("hostname mismatch") != std::string::npos) {
+      } else if (reason.find("hostname mismatch") != std::string::npos ||
+                 reason.find("IP address mismatch") != std::string::npos) {
         hint = "; the daemon's certificate is not valid for '" + host + "'";
       }
       throw Error(Error::Kind::kDisconnected, "TLS handshake with tensord at " + address_ +

@@ -17,42 +17,11 @@
 #include <optional>
 #include <sstream>
 
+#include "protocol/tls_stream.h"
 #include "server/wire.h"
 
 namespace tensord::server {
 namespace {
-
-// KJ keeps a TlsContext's SSL_CTX private; explicit instantiation may name
-// private members. Needed to accept an IP address SAN when a member is
-// given by IP address (KJ checks the host against DNS names only).
-template <typename Tag, typename Tag::type Member>
-struct Expose {
-  friend typename Tag::type member(Tag) { return Member; }
-};
-struct DialerContextCtx {
-  using type = void* kj::TlsContext::*;
-  friend type member(DialerContextCtx);
-};
-template struct Expose<DialerContextCtx, &kj::TlsContext::ctx>;
-
-bool isIpLiteral(const char* host) {
-  unsigned char buf[sizeof(in6_addr)];
-  return inet_pton(AF_INET, host, buf) == 1 || inet_pton(AF_INET6, host, buf) == 1;
-}
-
-// A host-name mismatch is forgiven when the host is an IP address listed in
-// the certificate's IP SANs; trust and expiry stay OpenSSL's verdict.
-int verifyMember(int ok, X509_STORE_CTX* store) {
-  if (ok != 0 || X509_STORE_CTX_get_error(store) != X509_V_ERR_HOSTNAME_MISMATCH) return ok;
-  auto* ssl = static_cast<SSL*>(X509_STORE_CTX_get_ex_data(store, SSL_get_ex_data_X509_STORE_CTX_idx()));
-  const char* host = ssl == nullptr ? nullptr : SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
-  X509* leaf = X509_STORE_CTX_get0_cert(store);
-  if (host != nullptr && leaf != nullptr && isIpLiteral(host) && X509_check_ip_asc(leaf, host, 0) == 1) {
-    X509_STORE_CTX_set_error(store, X509_V_OK);
-    return 1;
-  }
-  return ok;
-}
 
 std::string readPem(const std::filesystem::path& path, std::string_view key) {
   std::ifstream in(path, std::ios::binary);
@@ -144,8 +113,8 @@ NodeDialer::NodeDialer(const GroupsConfig& config, kj::Network& network, uint64_
   } catch (const kj::Exception& e) {
     throw ConfigError("groups.node_credentials: cannot set up TLS: " + reasonOf(e));
   }
-  SSL_CTX_set_verify(static_cast<SSL_CTX*>((*tls_->context).*member(DialerContextCtx{})), SSL_VERIFY_PEER,
-                     verifyMember);
+  // A member's certificate must verify for the handshake to complete.
+  SSL_CTX_set_verify(protocol::sslContext(*tls_->context), SSL_VERIFY_PEER, nullptr);
 }
 
 NodeDialer::~NodeDialer() = default;
@@ -179,9 +148,14 @@ kj::Promise<kj::Own<PeerLink>> NodeDialer::dial(const MemberAddress& to, std::st
         } catch (const kj::Exception&) {
         }
         if (!tls) return kj::mv(stream);
-        return tls_->context->wrapClient(kj::mv(stream), host).catch_([](kj::Exception&& e) {
-          return kj::Promise<kj::Own<kj::AsyncIoStream>>(during("TLS handshake failed", kj::mv(e)));
-        });
+        return protocol::TlsStream::connect(*tls_->context, kj::mv(stream), host)
+            .then(
+                [](kj::Own<protocol::TlsStream> secured) -> kj::Promise<kj::Own<kj::AsyncIoStream>> {
+                  return kj::Own<kj::AsyncIoStream>(kj::mv(secured));
+                },
+                  [](kj::Exception&& e) {
+                    return kj::Promise<kj::Own<kj::AsyncIoStream>>(during("TLS handshake failed", kj::mv(e)));
+                  });
       })
       .then([this, &l](kj::Own<kj::AsyncIoStream> stream) {
         l.stream = kj::mv(stream);

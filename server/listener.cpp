@@ -150,12 +150,12 @@ void Listener::addConnection(kj::AuthenticatedStream accepted) {
   }
   auth->tls = true;
   // The handshake runs beside the accept loop, bounded by the same deadline.
-  auto handshake = server_.timer.timeoutAt(deadline, tls_->accept(kj::mv(accepted)));
+  auto handshake = server_.timer.timeoutAt(deadline, tls_->accept(kj::mv(accepted.stream)));
   // The slot rides on the handshake's continuation: it is held until the
   // handshake fails or the connection it becomes closes.
   connections_.add(handshake.then(
-      [this, peer, auth, deadline, slot = kj::mv(slot)](kj::AuthenticatedStream secured) mutable {
-        auth->certificateNames = certificateNames(*secured.peerIdentity);
+      [this, peer, auth, deadline, slot = kj::mv(slot)](TlsAccepted secured) mutable {
+        auth->certificateNames = std::move(secured.certificateNames);
         if (!auth->certificateNames.empty()) {
           server_.log.debug("TLS client {} presented a verified certificate for '{}'", peer,
                             auth->certificateNames.front());

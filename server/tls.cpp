@@ -12,28 +12,10 @@
 #include <optional>
 #include <sstream>
 
+#include "protocol/tls_stream.h"
+
 namespace tensord::server {
 namespace {
-
-// KJ keeps the SSL_CTX of a TlsContext and the X509 of a TlsPeerIdentity
-// private. Explicit instantiation may name private members, so these reach
-// them without relying on the class layout: "optional" client_auth needs
-// SSL_VERIFY_PEER without FAIL_IF_NO_PEER_CERT (KJ offers only "required"),
-// and identity mapping needs the SANs (KJ offers only the CN).
-template <typename Tag, typename Tag::type Member>
-struct Expose {
-  friend typename Tag::type member(Tag) { return Member; }
-};
-struct ContextCtx {
-  using type = void* kj::TlsContext::*;
-  friend type member(ContextCtx);
-};
-struct PeerCert {
-  using type = void* kj::TlsPeerIdentity::*;
-  friend type member(PeerCert);
-};
-template struct Expose<ContextCtx, &kj::TlsContext::ctx>;
-template struct Expose<PeerCert, &kj::TlsPeerIdentity::cert>;
 
 [[noreturn]] void fail(std::string_view key, const std::string& problem) {
   throw ConfigError(std::string(key) + ": " + problem);
@@ -151,7 +133,9 @@ std::shared_ptr<ServerTls::Impl> ServerTls::load(const TlsConfig& config) {
     fail("tls.key_file",
          "cannot use " + config.keyFile.string() + " with " + config.certFile.string() + ": " + kjMessage(e));
   }
-  auto* ctx = static_cast<SSL_CTX*>((*impl->context).*member(ContextCtx{}));
+  // "optional" client_auth asks for a certificate and verifies one that is
+  // sent (KJ's options offer only "required").
+  SSL_CTX* ctx = protocol::sslContext(*impl->context);
   if (config.clientAuth == ClientAuth::kOptional) SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
   // Without a session id context OpenSSL refuses to resume sessions of verified clients.
   static const unsigned char kSessionContext[] = "tensord";
@@ -159,20 +143,21 @@ std::shared_ptr<ServerTls::Impl> ServerTls::load(const TlsConfig& config) {
   return impl;
 }
 
-kj::Promise<kj::AuthenticatedStream> ServerTls::accept(kj::AuthenticatedStream stream) {
+kj::Promise<TlsAccepted> ServerTls::accept(kj::Own<kj::AsyncIoStream> stream) {
   // The handshake and the connection it yields keep the context they started
   // with alive, so a reload meanwhile leaves them untouched.
   std::shared_ptr<Impl> impl = impl_;
-  return impl->context->wrapServer(kj::mv(stream)).then([impl](kj::AuthenticatedStream secured) mutable {
-    secured.stream = secured.stream.attach(kj::mv(impl));
-    return secured;
-  });
+  return protocol::TlsStream::accept(*impl->context, kj::mv(stream))
+      .then([impl](kj::Own<protocol::TlsStream> secured) mutable {
+        TlsAccepted out;
+        out.certificateNames = certificateNames(secured->peerCertificate());
+        out.stream = secured.attach(kj::mv(impl));
+        return out;
+      });
 }
 
-std::vector<std::string> certificateNames(kj::PeerIdentity& identity) {
-  auto* tls = dynamic_cast<kj::TlsPeerIdentity*>(&identity);
-  if (tls == nullptr || !tls->hasCertificate()) return {};
-  auto* cert = static_cast<X509*>(tls->*member(PeerCert{}));
+std::vector<std::string> certificateNames(X509* cert) {
+  if (cert == nullptr) return {};
   std::vector<std::string> names;
   auto add = [&names](const unsigned char* data, int length) {
     if (data == nullptr || length <= 0) return;
