@@ -35,10 +35,10 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/echo_floor.h"
-#include "bench/self_signed.h"
 #include "bench/stats.h"
 #include "tensord/client.h"
 #include "tests/integration/daemon_process.h"
+#include "tests/integration/self_signed.h"
 
 namespace tensord::bench {
 namespace {
@@ -267,7 +267,7 @@ TransferTimes timeTransfers(Client& client, std::span<const std::byte> source, u
 // The floor of `sizes` (with their repeats), on its own threads: the
 // calling thread's event loop belongs to its client.
 FloorResults floorOf(const Options& o, int warmup, const std::vector<uint64_t>& sizes, const std::vector<int>& repeats,
-                     std::span<const std::byte> source, const SelfSignedCertificate* tls) {
+                     std::span<const std::byte> source, const testing::SelfSignedCertificate* tls) {
   FloorPlan plan{.pingWarmup = warmup,
                  .pings = o.iterations,
                  .transferBytes = sizes,
@@ -335,7 +335,7 @@ struct TlsRun {
 };
 
 TlsRun measureTls(const Options& o, int warmup, std::span<const std::byte> source) {
-  SelfSignedCertificate certificate;
+  testing::SelfSignedCertificate certificate;
   testing::DaemonOptions d;
   d.binary = o.tensord.empty() ? defaultDaemonBinary() : std::filesystem::path(o.tensord);
   d.token = "bench-token";

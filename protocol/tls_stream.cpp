@@ -1,8 +1,8 @@
 #include "protocol/tls_stream.h"
 
 #include <arpa/inet.h>
-#include <openssl/err.h>
 #include <kj/debug.h>
+#include <openssl/err.h>
 #include <openssl/x509v3.h>
 
 #include <algorithm>
@@ -24,8 +24,14 @@ struct ContextCtx {
 };
 template struct Expose<ContextCtx, &kj::TlsContext::ctx>;
 
-// Socket reads land here before OpenSSL decrypts them.
+// Socket reads land in a buffer that starts small and doubles, up to the
+// largest, while reads fill it: a connection of small calls keeps a small one.
+constexpr size_t kFirstReadBytes = 16 * 1024;
 constexpr size_t kReadBytes = 256 * 1024;
+// Records that reading produced (answers to the peer's key updates) and the
+// socket has not taken yet. A peer that keeps asking without reading the
+// answers would otherwise grow them without bound.
+constexpr size_t kMaxAnswerBytes = 64 * 1024;
 // A write is encrypted this much at a time, each slice handed to the socket
 // before the next is encrypted: large socket writes, bounded memory.
 constexpr size_t kWriteSlice = 256 * 1024;
@@ -65,12 +71,27 @@ bool isIpLiteral(kj::StringPtr host) {
   return inet_pton(AF_INET, host.cStr(), address) == 1 || inet_pton(AF_INET6, host.cStr(), address) == 1;
 }
 
+// For a host given as an IP address: a certificate whose IP address SANs do
+// not list it still matches where its DNS names (or, without those, its CN)
+// spell the address, as KJ's stream accepted.
+int verifyIpHost(int ok, X509_STORE_CTX* store) {
+  if (ok != 0 || X509_STORE_CTX_get_error(store) != X509_V_ERR_IP_ADDRESS_MISMATCH) return ok;
+  auto* ssl = static_cast<SSL*>(X509_STORE_CTX_get_ex_data(store, SSL_get_ex_data_X509_STORE_CTX_idx()));
+  const char* host = ssl == nullptr ? nullptr : static_cast<const char*>(SSL_get_app_data(ssl));
+  X509* leaf = X509_STORE_CTX_get0_cert(store);
+  if (host != nullptr && leaf != nullptr && X509_check_host(leaf, host, 0, 0, nullptr) == 1) {
+    X509_STORE_CTX_set_error(store, X509_V_OK);
+    return 1;
+  }
+  return ok;
+}
+
 }  // namespace
 
 SSL_CTX* sslContext(kj::TlsContext& context) { return static_cast<SSL_CTX*>(context.*member(ContextCtx{})); }
 
 TlsStream::TlsStream(SSL_CTX* ctx, kj::Own<kj::AsyncIoStream> inner)
-    : inner_(kj::mv(inner)), readBuffer_(kj::heapArray<kj::byte>(kReadBytes)) {
+    : inner_(kj::mv(inner)), readBuffer_(kj::heapArray<kj::byte>(kFirstReadBytes)) {
   ssl_ = SSL_new(ctx);
   fromNetwork_ = BIO_new(BIO_s_mem());
   toNetwork_ = BIO_new(BIO_s_mem());
@@ -84,6 +105,9 @@ TlsStream::TlsStream(SSL_CTX* ctx, kj::Own<kj::AsyncIoStream> inner)
   // An empty input buffer means "wait for more", not the end of the stream.
   BIO_set_mem_eof_return(fromNetwork_, -1);
   SSL_set_bio(ssl_, fromNetwork_, toNetwork_);
+  // TLS 1.2 renegotiation is refused with an alert: nothing here asks for it,
+  // and a new certificate mid-connection would go unchecked.
+  SSL_set_options(ssl_, SSL_OP_NO_RENEGOTIATION);
 }
 
 TlsStream::~TlsStream() noexcept(false) {
@@ -105,14 +129,19 @@ kj::Promise<kj::Own<TlsStream>> TlsStream::connect(kj::TlsContext& context, kj::
             : X509_VERIFY_PARAM_set1_ip_asc(verify, host.cStr()) != 1) {
     return opensslError();
   }
+  if (!named) {
+    stream->host_ = kj::heapString(host);
+    SSL_set_app_data(ssl, stream->host_.cStr());
+    SSL_set_verify(ssl, SSL_get_verify_mode(ssl), verifyIpHost);
+  }
   TlsStream& ref = *stream;
   return ref.handshake().then([stream = kj::mv(stream)]() mutable -> kj::Own<TlsStream> {
     stream->peer_ = SSL_get1_peer_certificate(stream->ssl_);
     KJ_REQUIRE(stream->peer_ != nullptr, "TLS peer provided no certificate");
     const long result = SSL_get_verify_result(stream->ssl_);
     if (result != X509_V_OK) {
-      kj::throwFatalException(KJ_EXCEPTION(FAILED, kj::str("TLS peer's certificate is not trusted; reason = ",
-                                                           X509_verify_cert_error_string(result))));
+      kj::throwFatalException(KJ_EXCEPTION(
+          FAILED, kj::str("TLS peer's certificate is not trusted; reason = ", X509_verify_cert_error_string(result))));
     }
     return kj::mv(stream);
   });
@@ -152,22 +181,27 @@ kj::Promise<bool> TlsStream::receive() {
   return inner_->tryRead(readBuffer_.begin(), 1, readBuffer_.size()).then([this](size_t n) {
     if (n == 0) return false;
     BIO_write(fromNetwork_, readBuffer_.begin(), int(n));
+    if (n == readBuffer_.size() && n < kReadBytes) readBuffer_ = kj::heapArray<kj::byte>(2 * n);
     return true;
   });
 }
 
-kj::Promise<void> TlsStream::send() {
+kj::Promise<void> TlsStream::send(bool answers) {
   kj::Array<kj::byte> bytes = nullptr;
   if (const size_t pending = BIO_ctrl_pending(toNetwork_); pending > 0) {
     bytes = kj::heapArray<kj::byte>(pending);
     BIO_read(toNetwork_, bytes.begin(), int(pending));
   }
+  const size_t counted = answers ? bytes.size() : 0;
+  answerBytes_ += counted;
   auto written = sending_
-                     .then([this, bytes = kj::mv(bytes)]() mutable -> kj::Promise<void> {
+                     .then([this, bytes = kj::mv(bytes), counted]() mutable -> kj::Promise<void> {
                        if (bytes.size() == 0) return kj::READY_NOW;
                        const kj::byte* begin = bytes.begin();
                        const size_t size = bytes.size();
-                       return inner_->write(begin, size).attach(kj::mv(bytes));
+                       return inner_->write(begin, size).attach(kj::mv(bytes)).then([this, counted]() {
+                         answerBytes_ -= counted;
+                       });
                      })
                      .fork();
   // Runs whether or not anyone waits for it; a failure reaches every later send.
@@ -176,6 +210,9 @@ kj::Promise<void> TlsStream::send() {
 }
 
 kj::Promise<size_t> TlsStream::tryRead(void* buffer, size_t minBytes, size_t maxBytes) {
+  KJ_IF_MAYBE (error, readError_) {
+    return kj::cp(*error);
+  }
   return readLoop(static_cast<kj::byte*>(buffer), minBytes, maxBytes, 0);
 }
 
@@ -192,12 +229,19 @@ kj::Promise<size_t> TlsStream::readLoop(kj::byte* buffer, size_t minBytes, size_
       readEnded_ = true;
       break;
     }
-    if (error != SSL_ERROR_WANT_READ) return failure(ssl_, n);
-    // Everything received so far is decrypted.
-    if (done >= minBytes) break;
-    // Reading may have produced records to send (a key update's answer);
-    // they go out with the send queue whether or not anyone waits.
-    if (BIO_ctrl_pending(toNetwork_) > 0) (void)send();
+    if (error != SSL_ERROR_WANT_READ) {
+      // The bytes decrypted before the failure are the caller's; the failure
+      // comes with the next read.
+      readError_ = failure(ssl_, n);
+      if (done >= minBytes && done > 0) return done;
+      return kj::cp(KJ_ASSERT_NONNULL(readError_));
+    }
+    // Everything received so far is decrypted; reading may have produced
+    // records to send (answers to key updates).
+    KJ_IF_MAYBE (e, answer()) {
+      return kj::mv(*e);
+    }
+    if (done >= minBytes) return done;
     return receive().then([this, buffer, minBytes, maxBytes, done](bool more) -> kj::Promise<size_t> {
       if (!more) {
         readEnded_ = true;
@@ -206,8 +250,22 @@ kj::Promise<size_t> TlsStream::readLoop(kj::byte* buffer, size_t minBytes, size_
       return readLoop(buffer, minBytes, maxBytes, done);
     });
   }
-  if (BIO_ctrl_pending(toNetwork_) > 0) (void)send();
+  KJ_IF_MAYBE (e, answer()) {
+    return kj::mv(*e);
+  }
   return done;
+}
+
+kj::Maybe<kj::Exception> TlsStream::answer() {
+  if (BIO_ctrl_pending(toNetwork_) == 0) return nullptr;
+  // They go out with the send queue whether or not anyone waits.
+  (void)send(true);
+  if (answerBytes_ > kMaxAnswerBytes) {
+    kj::Exception e = KJ_EXCEPTION(FAILED, "the TLS peer keeps sending key updates without reading the answers");
+    readError_ = kj::cp(e);
+    return kj::mv(e);
+  }
+  return nullptr;
 }
 
 kj::Promise<void> TlsStream::write(const void* buffer, size_t size) {

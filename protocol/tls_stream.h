@@ -61,16 +61,23 @@ class TlsStream final : public kj::AsyncIoStream {
   // Reads more of the socket into OpenSSL; false at the end of the stream.
   kj::Promise<bool> receive();
   // Moves what OpenSSL wrote for the network onto the socket, after what
-  // went before; resolves once the socket took it.
-  kj::Promise<void> send();
+  // went before; resolves once the socket took it. `answers`: written by
+  // reading (answers to the peer's key updates), counted in answerBytes_.
+  kj::Promise<void> send(bool answers = false);
+  // Sends what reading produced; an exception when the peer lets too much
+  // of it pile up.
+  kj::Maybe<kj::Exception> answer();
 
   kj::Own<kj::AsyncIoStream> inner_;
   SSL* ssl_ = nullptr;
   BIO* fromNetwork_ = nullptr;  // owned by ssl_
   BIO* toNetwork_ = nullptr;    // owned by ssl_
   X509* peer_ = nullptr;
+  kj::String host_;  // an IP address host, for the verify callback
   kj::Array<kj::byte> readBuffer_;
   bool readEnded_ = false;
+  kj::Maybe<kj::Exception> readError_;  // a read's failure, reported by the next read
+  size_t answerBytes_ = 0;              // see send()
   bool writeShut_ = false;
   kj::Promise<void> sending_ = kj::READY_NOW;  // the socket writes queued so far, in order
   kj::Maybe<kj::Promise<void>> shutdownTask_;

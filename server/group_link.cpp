@@ -1,13 +1,10 @@
 #include "server/group_link.h"
 
-#include <arpa/inet.h>
 #include <capnp/message.h>
 #include <kj/compat/tls.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <openssl/ssl.h>
-#include <openssl/x509.h>
-#include <openssl/x509v3.h>
 
 #include <cerrno>
 #include <cstring>
@@ -153,9 +150,9 @@ kj::Promise<kj::Own<PeerLink>> NodeDialer::dial(const MemberAddress& to, std::st
                 [](kj::Own<protocol::TlsStream> secured) -> kj::Promise<kj::Own<kj::AsyncIoStream>> {
                   return kj::Own<kj::AsyncIoStream>(kj::mv(secured));
                 },
-                  [](kj::Exception&& e) {
-                    return kj::Promise<kj::Own<kj::AsyncIoStream>>(during("TLS handshake failed", kj::mv(e)));
-                  });
+                [](kj::Exception&& e) {
+                  return kj::Promise<kj::Own<kj::AsyncIoStream>>(during("TLS handshake failed", kj::mv(e)));
+                });
       })
       .then([this, &l](kj::Own<kj::AsyncIoStream> stream) {
         l.stream = kj::mv(stream);

@@ -41,6 +41,7 @@ class Certificates {
     makeCert("expired", "ca", "/CN=alice", "", "-1");  // notAfter one day before now
     makeCert("stranger", "other-ca", "/CN=alice", "", "30");
     makeCert("server-b", "other-ca", "/CN=localhost", "subjectAltName=IP:127.0.0.1,DNS:localhost", "30");
+    makeCert("server-ip-cn", "ca", "/CN=127.0.0.1", "", "30");  // the address as its CN, no SANs
   }
   ~Certificates() {
     std::error_code ec;
@@ -159,6 +160,16 @@ TEST_F(IntegrationTls, LargeTransfersArriveWhole) {
   other.join();
   EXPECT_EQ(first, "");
   EXPECT_EQ(second, "");
+}
+
+// Dialled by IP address, a certificate matches through its IP address SANs
+// or, as older certificates do, a CN that spells the address.
+TEST(IntegrationTlsHost, AnAddressInTheCommonNameMatchesAnIpHost) {
+  DaemonOptions options;
+  options.extra = {{"tls", {{"cert_file", certs().pem("server-ip-cn")}, {"key_file", certs().key("server-ip-cn")}}}};
+  DaemonProcess daemon(options);
+  Client client({.address = "tls://" + daemon.address(), .token = options.token, .caFile = certs().pem("ca")});
+  EXPECT_EQ(client.whoami(), options.principal);
 }
 
 TEST_F(IntegrationTls, WrongCaIsRefusedWithAClearError) {

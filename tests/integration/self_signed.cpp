@@ -1,4 +1,4 @@
-#include "bench/self_signed.h"
+#include "tests/integration/self_signed.h"
 
 #include <openssl/err.h>
 #include <openssl/evp.h>
@@ -12,7 +12,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace tensord::bench {
+namespace tensord::testing {
 namespace {
 
 template <auto Free>
@@ -75,7 +75,8 @@ SelfSignedCertificate::SelfSignedCertificate() {
     addExtension(cert.get(), NID_subject_alt_name, "IP:127.0.0.1,DNS:localhost");
     if (X509_sign(cert.get(), key.get(), EVP_sha256()) == 0) fail("signing");
     File keyOut = create(keyFile_);
-    if (PEM_write_PrivateKey(keyOut.get(), key.get(), nullptr, nullptr, 0, nullptr, nullptr) != 1) fail("writing the key");
+    if (PEM_write_PrivateKey(keyOut.get(), key.get(), nullptr, nullptr, 0, nullptr, nullptr) != 1)
+      fail("writing the key");
     File certOut = create(certFile_);
     if (PEM_write_X509(certOut.get(), cert.get()) != 1) fail("writing the certificate");
   } catch (...) {
@@ -90,4 +91,4 @@ SelfSignedCertificate::~SelfSignedCertificate() {
   std::filesystem::remove_all(dir_, ec);
 }
 
-}  // namespace tensord::bench
+}  // namespace tensord::testing

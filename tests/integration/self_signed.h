@@ -1,12 +1,12 @@
 #pragma once
-// A throwaway TLS identity for the benchmarks: an EC P-256 key and a
+// A throwaway TLS identity for tests and benchmarks: an EC P-256 key and a
 // self-signed certificate for 127.0.0.1 and localhost, valid for a day,
 // written as PEM files into a fresh temporary directory that goes with it.
 // The certificate is its own CA: a client trusts it with `caFile`.
 
 #include <filesystem>
 
-namespace tensord::bench {
+namespace tensord::testing {
 
 class SelfSignedCertificate {
  public:
@@ -22,4 +22,4 @@ class SelfSignedCertificate {
   std::filesystem::path dir_, certFile_, keyFile_;
 };
 
-}  // namespace tensord::bench
+}  // namespace tensord::testing
