@@ -89,9 +89,19 @@ class TlsStreamTest : public ::testing::Test {
         .wait(io_.waitScope);
   }
 
+  // The client's side on a thread of its own: the handshake, then `body`,
+  // which returns what went wrong ("" for nothing) into clientError_.
+  std::thread startClient(std::function<std::string(SSL*)> body) {
+    return std::thread([this, body = std::move(body)] {
+      PlainClient peer(clientFd_);
+      clientError_ = SSL_connect(peer.ssl) == 1 ? body(peer.ssl) : "handshake failed";
+    });
+  }
+
   kj::AsyncIoContext io_ = kj::setupAsyncIo();
   ServerContext server_;
   int serverFd_ = -1, clientFd_ = -1;
+  std::string clientError_;
 };
 
 TEST_F(TlsStreamTest, BulkBytesArriveWholeBothWaysAndAHalfCloseReadsAsTheEnd) {
@@ -99,28 +109,20 @@ TEST_F(TlsStreamTest, BulkBytesArriveWholeBothWaysAndAHalfCloseReadsAsTheEnd) {
   std::vector<unsigned char> sent((3u << 20) + 4567);
   for (size_t i = 0; i < sent.size(); ++i) sent[i] = static_cast<unsigned char>(i * 2654435761u >> 13);
   std::vector<unsigned char> echoed;
-  std::string clientError;
-  std::thread client([&] {
-    PlainClient peer(clientFd_);
-    if (SSL_connect(peer.ssl) != 1) {
-      clientError = "handshake failed";
-      return;
-    }
+  std::thread client = startClient([](SSL* ssl) -> std::string {
     // Echo everything back until the server's close_notify.
     std::vector<unsigned char> buffer(65536);
     for (;;) {
-      const int n = SSL_read(peer.ssl, buffer.data(), int(buffer.size()));
+      const int n = SSL_read(ssl, buffer.data(), int(buffer.size()));
       if (n <= 0) break;
       for (int done = 0; done < n;) {
-        const int w = SSL_write(peer.ssl, buffer.data() + done, n - done);
-        if (w <= 0) {
-          clientError = "echo write failed";
-          return;
-        }
+        const int w = SSL_write(ssl, buffer.data() + done, n - done);
+        if (w <= 0) return "echo write failed";
         done += w;
       }
     }
-    SSL_shutdown(peer.ssl);
+    SSL_shutdown(ssl);
+    return "";
   });
   auto stream = accept();
   ASSERT_EQ(stream->peerCertificate(), nullptr);  // the client sent none
@@ -139,27 +141,21 @@ TEST_F(TlsStreamTest, BulkBytesArriveWholeBothWaysAndAHalfCloseReadsAsTheEnd) {
   readMore().wait(io_.waitScope);
   writing.wait(io_.waitScope);
   client.join();
-  EXPECT_EQ(clientError, "");
+  EXPECT_EQ(clientError_, "");
   ASSERT_EQ(got, sent.size());
   echoed.resize(got);
   EXPECT_TRUE(echoed == sent);
 }
 
 TEST_F(TlsStreamTest, APeerThatFloodsKeyUpdatesWithoutReadingIsCutOff) {
-  std::string clientError;
-  std::thread client([&] {
-    PlainClient peer(clientFd_);
-    if (SSL_connect(peer.ssl) != 1) {
-      clientError = "handshake failed";
-      return;
-    }
+  std::thread client = startClient([this](SSL* ssl) -> std::string {
     // Each asks for an answer; none is read. Ends when the server hangs up.
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
     while (std::chrono::steady_clock::now() < until) {
-      if (SSL_key_update(peer.ssl, SSL_KEY_UPDATE_REQUESTED) != 1 || SSL_do_handshake(peer.ssl) != 1) return;
+      if (SSL_key_update(ssl, SSL_KEY_UPDATE_REQUESTED) != 1 || SSL_do_handshake(ssl) != 1) return "";
     }
-    clientError = "the server still took key updates after 20 s";
     shutdown(clientFd_, SHUT_RDWR);  // the server's read ends rather than waits
+    return "the server still took key updates after 20 s";
   });
   auto stream = accept();
   std::string failure;
@@ -174,7 +170,7 @@ TEST_F(TlsStreamTest, APeerThatFloodsKeyUpdatesWithoutReadingIsCutOff) {
   EXPECT_NE(failure.find("keeps sending key updates without reading the answers"), std::string::npos) << failure;
   stream = nullptr;  // closes the socket: the client's next write fails
   client.join();
-  EXPECT_EQ(clientError, "");
+  EXPECT_EQ(clientError_, "");
 }
 
 }  // namespace
