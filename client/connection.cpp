@@ -132,6 +132,9 @@ Connection::Connection(const ConnectOptions& options) : io_(threadIoContext()), 
     try {
       stream_ = protocol::TlsStream::connect(*tls_->context, kj::mv(stream_), host).wait(ws);
     } catch (const kj::Exception& e) {
+      const std::string description = e.getDescription().cStr();
+      const bool refused = description.find("certificate is not trusted") != std::string::npos ||
+                           description.find("provided no certificate") != std::string::npos;
       std::string reason = tlsReason(e);
       std::string hint;
       if (reason.find("not trusted") != std::string::npos || reason.find("issuer") != std::string::npos ||
@@ -141,8 +144,11 @@ Connection::Connection(const ConnectOptions& options) : io_(threadIoContext()), 
                  reason.find("IP address mismatch") != std::string::npos) {
         hint = "; the daemon's certificate is not valid for '" + host + "'";
       }
-      throw Error(Error::Kind::kDisconnected, "TLS handshake with tensord at " + address_ +
-                                                  " failed: the daemon's certificate was refused: " + reason + hint);
+      // "Refused" only where the certificate was: a peer that hangs up or
+      // does not speak TLS fails the handshake otherwise.
+      throw Error(Error::Kind::kDisconnected,
+                  "TLS handshake with tensord at " + address_ + " failed: " +
+                      (refused ? "the daemon's certificate was refused: " : "") + reason + hint);
     }
   }
   const bool byCertificate = options.token.empty() && !options.certFile.empty();

@@ -260,7 +260,11 @@ TEST_F(IntegrationTls, TlsClientOnPlainListenerFails) {
   try {
     Client client({.address = "tls://" + plain.address(), .token = ""});
     FAIL() << "TLS handshake with a plain listener succeeded";
-  } catch (const Error&) {
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("TLS handshake with tensord at tls://" + plain.address() + " failed"), std::string::npos)
+        << message;
+    EXPECT_EQ(message.find("certificate was refused"), std::string::npos) << message;  // no certificate came
   }
   EXPECT_EQ(plain.stop(), std::optional<int>(0));
 }
