@@ -147,8 +147,8 @@ Connection::Connection(const ConnectOptions& options) : io_(threadIoContext()), 
       // "Refused" only where the certificate was: a peer that hangs up or
       // does not speak TLS fails the handshake otherwise.
       throw Error(Error::Kind::kDisconnected,
-                  "TLS handshake with tensord at " + address_ + " failed: " +
-                      (refused ? "the daemon's certificate was refused: " : "") + reason + hint);
+                  "TLS handshake with tensord at " + address_ +
+                      " failed: " + (refused ? "the daemon's certificate was refused: " : "") + reason + hint);
     }
   }
   const bool byCertificate = options.token.empty() && !options.certFile.empty();
