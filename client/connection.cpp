@@ -12,7 +12,6 @@
 #include <sstream>
 
 #include "client/wire.h"
-#include "protocol/batching_stream.h"
 #include "protocol/tls_stream.h"
 
 namespace tensord::detail {
@@ -156,8 +155,7 @@ Connection::Connection(const ConnectOptions& options) : io_(threadIoContext()), 
 
   capnp::ReaderOptions readerOptions;
   readerOptions.traversalLimitInWords = kTraversalLimitWords;
-  batching_ = kj::heap<protocol::BatchingStream>(*stream_);
-  network_ = kj::heap<protocol::WindowedVatNetwork>(*batching_, capnp::rpc::twoparty::Side::CLIENT, readerOptions);
+  network_ = kj::heap<protocol::WindowedVatNetwork>(*stream_, capnp::rpc::twoparty::Side::CLIENT, readerOptions);
   rpc_ = kj::heap<capnp::RpcSystem<capnp::rpc::twoparty::VatId>>(capnp::makeRpcClient(*network_));
 
   capnp::MallocMessageBuilder vatIdMessage(8);

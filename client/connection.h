@@ -22,7 +22,6 @@
 #include <vector>
 
 #include "client/errors.h"
-#include "protocol/batching_stream.h"
 #include "protocol/stream_window.h"
 #include "protocol/tensord.capnp.h"
 #include "tensord/client.h"
@@ -215,7 +214,6 @@ class Connection {
   std::shared_ptr<kj::AsyncIoContext> io_;
   std::unique_ptr<Tls> tls_;  // null for plain TCP
   kj::Own<kj::AsyncIoStream> stream_;
-  kj::Own<protocol::BatchingStream> batching_;     // the messages of one event-loop pass in one write
   kj::Own<protocol::WindowedVatNetwork> network_;  // uploads go out with kStreamWindowBytes in flight
   kj::Own<capnp::RpcSystem<capnp::rpc::twoparty::VatId>> rpc_;
   proto::Daemon::Client daemon_ = nullptr;

@@ -8,7 +8,7 @@
 #include <sys/socket.h>
 
 #include "protocol/stream_window.h"
-#include "protocol/batching_stream.h"
+#include "server/batching_stream.h"
 #include "server/daemon_impl.h"
 #include "server/tls.h"
 
@@ -68,7 +68,7 @@ class Listener::Connection {
  private:
   Listener& listener_;
   kj::Own<kj::AsyncIoStream> stream_;
-  protocol::BatchingStream batching_;  // many small messages per system call (batching_stream.h)
+  BatchingStream batching_;  // many small messages per system call (batching_stream.h)
   protocol::WindowedVatNetwork network_;  // downloads go out with kStreamWindowBytes in flight
   std::shared_ptr<ConnectionState> state_;
   capnp::RpcSystem<capnp::rpc::twoparty::VatId> rpc_;

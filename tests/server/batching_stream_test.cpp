@@ -1,4 +1,4 @@
-#include "protocol/batching_stream.h"
+#include "server/batching_stream.h"
 
 #include <gtest/gtest.h>
 #include <kj/async-io.h>
@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-namespace tensord::protocol {
+namespace tensord::server {
 namespace {
 
 std::string text(kj::ArrayPtr<const kj::byte> bytes) { return std::string(bytes.asChars().begin(), bytes.size()); }
@@ -138,4 +138,4 @@ TEST(BatchingStreamTest, WritersWaitWhileTheSocketIsFull) {
 }
 
 }  // namespace
-}  // namespace tensord::protocol
+}  // namespace tensord::server

@@ -1,9 +1,8 @@
 #pragma once
-// BatchingStream: a connection's byte stream as the RPC system should see it,
-// on both ends. A pipelined client sends many small messages at once and the
-// daemon answers each, and every call also brings small messages of the RPC
-// system's own (a call's finish, the release of a result); read and written
-// one system call each, those calls cost more than the work they ask for. This wrapper reads whatever has arrived in one call and
+// BatchingStream: a connection's byte stream as the RPC system should see it.
+// A pipelined client sends many small messages at once and the daemon answers
+// each; read and written one system call each, those calls cost more than the
+// work they ask for. This wrapper reads whatever has arrived in one call and
 // serves the RPC system's small reads from that buffer, and collects the small
 // messages written during one pass of the event loop into one write at the
 // end of the pass. Large writes (bulk data) go straight through, after what
@@ -18,7 +17,7 @@
 #include <kj/async-io.h>
 #include <kj/vector.h>
 
-namespace tensord::protocol {
+namespace tensord::server {
 
 class BatchingStream final : public kj::AsyncIoStream {
  public:
@@ -66,4 +65,4 @@ class BatchingStream final : public kj::AsyncIoStream {
   kj::Promise<void> flushing_ = nullptr;  // the writeLoop; cancelled with the stream
 };
 
-}  // namespace tensord::protocol
+}  // namespace tensord::server

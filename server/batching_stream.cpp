@@ -1,9 +1,9 @@
-#include "protocol/batching_stream.h"
+#include "server/batching_stream.h"
 
 #include <algorithm>
 #include <cstring>
 
-namespace tensord::protocol {
+namespace tensord::server {
 
 BatchingStream::BatchingStream(kj::AsyncIoStream& inner)
     : inner_(inner), readBuffer_(kj::heapArray<kj::byte>(kReadBufferBytes)) {}
@@ -146,4 +146,4 @@ void BatchingStream::getsockname(struct sockaddr* addr, kj::uint* length) { inne
 
 void BatchingStream::getpeername(struct sockaddr* addr, kj::uint* length) { inner_.getpeername(addr, length); }
 
-}  // namespace tensord::protocol
+}  // namespace tensord::server
