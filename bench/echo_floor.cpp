@@ -7,10 +7,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <fstream>
 #include <future>
 #include <optional>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -83,24 +81,16 @@ kj::Own<capnp::TwoPartyVatNetwork> network(kj::AsyncIoStream& stream, capnp::rpc
   return kj::heap<capnp::TwoPartyVatNetwork>(stream, side);
 }
 
-std::string readFile(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error("floor: cannot read " + path.string());
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 // The floor's TLS, set up as tensord's: a KJ TlsContext (TLS 1.2 or later)
 // whose connections are protocol::TlsStream.
 struct FloorTls {
-  std::string certPem, keyPem;
   std::optional<kj::TlsCertificate> cert;
   std::optional<kj::TlsKeypair> keypair;
   kj::Own<kj::TlsContext> context;
 
-  FloorTls(const FloorPlan& plan, bool server)
-      : certPem(readFile(plan.tlsCertFile)), keyPem(server ? readFile(plan.tlsKeyFile) : std::string()) {
+  FloorTls(const FloorPlan& plan, bool server) {
+    const std::string& certPem = plan.tlsCertPem;
+    const std::string& keyPem = plan.tlsKeyPem;
     kj::TlsContext::Options options;
     options.minVersion = kj::TlsVersion::TLS_1_2;
     cert.emplace(kj::StringPtr(certPem.c_str(), certPem.size()));
@@ -116,7 +106,7 @@ struct FloorTls {
   }
 };
 
-bool usesTls(const FloorPlan& plan) { return !plan.tlsCertFile.empty(); }
+bool usesTls(const FloorPlan& plan) { return !plan.tlsCertPem.empty(); }
 
 // One accepted connection, serving an EchoImpl until the client hangs up.
 struct EchoConnection {

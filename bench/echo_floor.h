@@ -7,7 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <filesystem>
+#include <string>
 #include <span>
 #include <vector>
 
@@ -24,9 +24,9 @@ struct FloorPlan {
   // differs from tensord only in what tensord does; false: Cap'n Proto's
   // default, the socket's send buffer.
   bool tensordWindow = true;
-  // Both set: the connection is TLS, the server presenting this certificate
-  // and the client trusting it; both empty: plain TCP.
-  std::filesystem::path tlsCertFile, tlsKeyFile;
+  // Both set (PEM text): the connection is TLS, the server presenting this
+  // certificate and the client trusting it; both empty: plain TCP.
+  std::string tlsCertPem, tlsKeyPem;
 };
 
 struct FloorResults {

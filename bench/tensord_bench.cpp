@@ -276,8 +276,8 @@ FloorResults floorOf(const Options& o, int warmup, const std::vector<uint64_t>& 
                  .source = source,
                  .tensordWindow = o.floorTensordWindow};
   if (tls) {
-    plan.tlsCertFile = tls->certFile();
-    plan.tlsKeyFile = tls->keyFile();
+    plan.tlsCertPem = tls->certPem();
+    plan.tlsKeyPem = tls->keyPem();
   }
   return std::async(std::launch::async, [&] { return measureFloor(plan); }).get();
 }

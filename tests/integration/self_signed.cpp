@@ -7,7 +7,7 @@
 #include <openssl/x509v3.h>
 #include <stdlib.h>
 
-#include <cstdio>
+#include <fstream>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -25,7 +25,6 @@ struct Deleter {
 using Key = std::unique_ptr<EVP_PKEY, Deleter<EVP_PKEY_free>>;
 using Cert = std::unique_ptr<X509, Deleter<X509_free>>;
 using Extension = std::unique_ptr<X509_EXTENSION, Deleter<X509_EXTENSION_free>>;
-using File = std::unique_ptr<FILE, Deleter<std::fclose>>;
 
 [[noreturn]] void fail(const std::string& step) {
   char reason[256] = "no OpenSSL error";
@@ -41,10 +40,20 @@ void addExtension(X509* cert, int nid, const char* value) {
   if (!ext || X509_add_ext(cert, ext.get(), -1) != 1) fail(std::string("extension ") + value);
 }
 
-File create(const std::filesystem::path& path) {
-  File file(std::fopen(path.c_str(), "w"));
-  if (!file) throw std::runtime_error("self-signed certificate: cannot create " + path.string());
-  return file;
+// What `write` puts into a memory BIO, as text.
+template <typename Write>
+std::string pem(Write write, const char* step) {
+  std::unique_ptr<BIO, Deleter<BIO_free>> out(BIO_new(BIO_s_mem()));
+  if (!out || write(out.get()) != 1) fail(step);
+  char* text = nullptr;
+  const long length = BIO_get_mem_data(out.get(), &text);
+  return std::string(text, size_t(length));
+}
+
+void save(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+  if (!out) throw std::runtime_error("self-signed certificate: cannot write " + path.string());
 }
 
 }  // namespace
@@ -74,11 +83,12 @@ SelfSignedCertificate::SelfSignedCertificate() {
     addExtension(cert.get(), NID_basic_constraints, "critical,CA:TRUE");
     addExtension(cert.get(), NID_subject_alt_name, "IP:127.0.0.1,DNS:localhost");
     if (X509_sign(cert.get(), key.get(), EVP_sha256()) == 0) fail("signing");
-    File keyOut = create(keyFile_);
-    if (PEM_write_PrivateKey(keyOut.get(), key.get(), nullptr, nullptr, 0, nullptr, nullptr) != 1)
-      fail("writing the key");
-    File certOut = create(certFile_);
-    if (PEM_write_X509(certOut.get(), cert.get()) != 1) fail("writing the certificate");
+    keyPem_ =
+        pem([&](BIO* out) { return PEM_write_bio_PrivateKey(out, key.get(), nullptr, nullptr, 0, nullptr, nullptr); },
+            "writing the key");
+    certPem_ = pem([&](BIO* out) { return PEM_write_bio_X509(out, cert.get()); }, "writing the certificate");
+    save(keyFile_, keyPem_);
+    save(certFile_, certPem_);
   } catch (...) {
     std::error_code ec;
     std::filesystem::remove_all(dir_, ec);

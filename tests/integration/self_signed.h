@@ -5,6 +5,7 @@
 // The certificate is its own CA: a client trusts it with `caFile`.
 
 #include <filesystem>
+#include <string>
 
 namespace tensord::testing {
 
@@ -17,9 +18,13 @@ class SelfSignedCertificate {
 
   const std::filesystem::path& certFile() const { return certFile_; }
   const std::filesystem::path& keyFile() const { return keyFile_; }
+  // The same, as PEM text.
+  const std::string& certPem() const { return certPem_; }
+  const std::string& keyPem() const { return keyPem_; }
 
  private:
   std::filesystem::path dir_, certFile_, keyFile_;
+  std::string certPem_, keyPem_;
 };
 
 }  // namespace tensord::testing

@@ -29,19 +29,10 @@ const SelfSignedCertificate& certificate() {
   return instance;
 }
 
-std::string readText(const std::string& path) {
-  FILE* file = std::fopen(path.c_str(), "r");
-  std::string text;
-  char chunk[4096];
-  for (size_t n; file != nullptr && (n = std::fread(chunk, 1, sizeof chunk, file)) > 0;) text.append(chunk, n);
-  if (file != nullptr) std::fclose(file);
-  return text;
-}
-
 // The daemon's side: a kj::TlsContext with the certificate.
 struct ServerContext {
-  std::string certPem = readText(certificate().certFile());
-  std::string keyPem = readText(certificate().keyFile());
+  const std::string& certPem = certificate().certPem();
+  const std::string& keyPem = certificate().keyPem();
   kj::TlsKeypair keypair{kj::TlsPrivateKey(kj::StringPtr(keyPem.c_str(), keyPem.size())),
                          kj::TlsCertificate(kj::StringPtr(certPem.c_str(), certPem.size()))};
   kj::Own<kj::TlsContext> context = [this] {
