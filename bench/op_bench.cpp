@@ -1,10 +1,19 @@
 // op_bench: times single ops on the compute engine (no RPC), so a kernel
 // template's speed is measured on its own, and prints one JSON line per case.
-// Each figure is the wall time of N identical ops enqueued back to back and
-// waited for once, divided by N (so the submit and fence wait are amortized,
-// as PyTorch's CUDA-event timing of back-to-back launches amortizes its own):
-// the median of 5 such trials, N at least --repeats and enough for a trial
-// to last --min-trial-ms (default 20). (Chain cases: see below.)
+// Each case gets three figures, per call:
+//   - "seconds": the wall time of N identical ops enqueued back to back on
+//     the engine and waited for once, divided by N (so the submit and fence
+//     wait are amortized, as PyTorch's CUDA-event timing of back-to-back
+//     launches amortizes its own): the median of 5 such trials, N at least
+//     --repeats and enough for a trial to last --min-trial-ms (default 20);
+//   - "device_seconds": the device's own time for the ops of one more such
+//     trial, from Vulkan timestamps written around each job (where the
+//     device has them; the timestamps cost the device a few microseconds per
+//     job, so the other figures are taken without them);
+//   - "client_seconds": the same calls made through the C++ client to a
+//     daemon this program starts on 127.0.0.1:0 (--tensord PATH, default the
+//     one built beside it; --no-client skips it), timed the same way: what a
+//     remote caller's pipelined calls see.
 // bench/op_bench.py runs the same cases with PyTorch on the same GPU in the
 // same run and prints the ratios.
 //
@@ -21,10 +30,14 @@
 // same time on the device. Per call, as above.
 //
 //   op_bench [--repeats N] [--min-trial-ms MS] [--filter SUBSTRING[,SUBSTRING...]]
-// (a case runs when its name contains any of the substrings)
+//            [--tensord PATH | --no-client]
+// (a case runs when its name contains any of the substrings). The exit
+// status is 1 when a case failed.
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <functional>
@@ -33,10 +46,16 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <future>
+#include <memory>
+#include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "bench/op_bench_client.h"
+#include "bench/stats.h"
 #include "compute/engine.h"
 #include "compute/op_table.h"
 
@@ -65,6 +84,9 @@ std::vector<Case> cases() {
   std::vector<Case> c = {
       {"add_f32_64MiB", "add", {f32({16 << 20}), f32({16 << 20})}, {}, 3 * 64.0 * (1 << 20), 0},
       {"relu_f32_64MiB", "relu", {f32({16 << 20})}, {}, 2 * 64.0 * (1 << 20), 0},
+      {"mul_f32_64MiB", "mul", {f32({16 << 20}), f32({16 << 20})}, {}, 3 * 64.0 * (1 << 20), 0},
+      {"gelu_f32_64MiB", "gelu", {f32({16 << 20})}, {}, 2 * 64.0 * (1 << 20), 0},
+      {"relu_f32_1MiB_chain10", "relu", {f32({1 << 18})}, {}, 2 * 1.0 * (1 << 20), 0, 10},
       {"relu_f32_64MiB_chain10", "relu", {f32({16 << 20})}, {}, 2 * 64.0 * (1 << 20), 0, 10},
       {"relu_f32_1GiB_chain10", "relu", {f32({256 << 20})}, {}, 2 * 1024.0 * (1 << 20), 0, 10},
       {"add_f32_1GiB_chain10", "add", {f32({256 << 20}), f32({256 << 20})}, {}, 3 * 1024.0 * (1 << 20), 0, 10},
@@ -110,7 +132,17 @@ std::vector<Case> cases() {
       {"matmul_f16_512x32768x512", "matmul", {f16({512, 32768}), f16({32768, 512})}, {}, 0, 2 * 512.0 * 32768 * 512},
       {"matmul_f16_1024x16384x1024", "matmul", {f16({1024, 16384}), f16({16384, 1024})}, {}, 0,
        2 * 1024.0 * 16384 * 1024},
+      {"matmul_bf16_1024", "matmul", {bf16({1024, 1024}), bf16({1024, 1024})}, {}, 0, 2 * 1024.0 * 1024 * 1024},
+      {"matmul_bf16_2048", "matmul", {bf16({2048, 2048}), bf16({2048, 2048})}, {}, 0, 2 * 2048.0 * 2048 * 2048},
       {"matmul_bf16_4096", "matmul", {bf16({4096, 4096}), bf16({4096, 4096})}, {}, 0, 2 * 4096.0 * 4096 * 4096},
+      {"matmul_bf16_8192", "matmul", {bf16({8192, 8192}), bf16({8192, 8192})}, {}, 0, 2 * n8k * 8192},
+      // Transformer shapes: a feed-forward layer's up-projection (8192 tokens
+      // of 1024 by 1024x4096), and attention scores, 32 heads of 512 tokens
+      // by 64 (q @ k^T).
+      {"matmul_f32_8192x1024x4096", "matmul", {f32({8192, 1024}), f32({1024, 4096})}, {}, 0, 2 * 8192.0 * 1024 * 4096},
+      {"matmul_f16_8192x1024x4096", "matmul", {f16({8192, 1024}), f16({1024, 4096})}, {}, 0, 2 * 8192.0 * 1024 * 4096},
+      {"bmm_f32_32x512x64x512", "bmm", {f32({32, 512, 64}), f32({32, 64, 512})}, {}, 0, 2 * 32 * 512.0 * 64 * 512},
+      {"bmm_f16_32x512x64x512", "bmm", {f16({32, 512, 64}), f16({32, 64, 512})}, {}, 0, 2 * 32 * 512.0 * 64 * 512},
       {"matmul_f32_256x65536x256", "matmul", {f32({256, 65536}), f32({65536, 256})}, {}, 0, 2 * 256.0 * 65536 * 256},
       // Weight-gradient shapes: few output tiles, long K (split K).
       {"matmul_f32_512x32768x512", "matmul", {f32({512, 32768}), f32({32768, 512})}, {}, 0, 2 * 512.0 * 32768 * 512},
@@ -201,6 +233,126 @@ void blocking(const std::function<void(Completion)>& enqueue) {
   done.get_future().get();
 }
 
+// The device time of the jobs run while timing is on, from the engine's
+// DeviceTimeObserver (called on its completion thread).
+class DeviceClock {
+ public:
+  void add(std::span<const DeviceTime> times) {
+    std::lock_guard lock(mutex_);
+    for (const DeviceTime& t : times) nanos_ += t.nanos;
+  }
+  // Device seconds of the work `run` enqueues and waits for: each job's
+  // time between the timestamps around it, summed.
+  double time(Engine& engine, const std::function<void()>& run) {
+    {
+      std::lock_guard lock(mutex_);
+      nanos_ = 0;
+    }
+    engine.setDeviceTiming(true);
+    run();
+    engine.setDeviceTiming(false);
+    std::lock_guard lock(mutex_);
+    return double(nanos_) * 1e-9;
+  }
+
+ private:
+  std::mutex mutex_;
+  uint64_t nanos_ = 0;
+};
+
+ClientCase clientCase(const Case& c) {
+  ClientCase cc{.op = c.op, .attrs = c.attrs, .chain = c.chain, .independent = c.independent};
+  for (const auto& d : c.inputs) cc.inputs.emplace_back(std::string(dtypeName(d.dtype)), d.shape);
+  return cc;
+}
+
+// One case's figures: the engine's wall time, the device's and the client's
+// (below 0: not measured), per call; and a chain's memory.
+struct Figures {
+  double seconds = 0;
+  double deviceSeconds = -1;
+  double clientSeconds = -1;
+  std::string clientError;
+  double coldSeconds = -1;  // chains: the first chain, per call
+  uint64_t reservedBefore = 0, peakReserved = 0;
+};
+
+Figures measure(Engine& engine, DeviceClock& clock, const OpSpec& spec, const Case& c, int repeats,
+                double minTrialMs) {
+  Figures f;
+  Attrs attrs = validateAttrs(spec, c.attrs);
+  std::vector<TensorView> in;
+  for (const auto& d : c.inputs) in.push_back({d, engine.allocate(d.bytes(), "bench")});
+  // trial(units) runs `units` units and waits for them: its wall seconds.
+  std::function<double(int)> trial;
+  int callsPerUnit = 1;
+  int units = std::max(repeats, 1);
+  std::vector<std::vector<TensorView>> ins, outs;
+  if (c.chain > 0) {
+    // A unit is a chain. The first chain is cold (it compiles the pipeline
+    // and allocates). Trials of at least 5 chains: trials of 5 chains of 64
+    // MiB (2.5 ms) read 2-5% low, the start and end of a trial included in
+    // its time.
+    engine.waitIdle();
+    f.reservedBefore = f.peakReserved = engine.memoryStats().reservedBytes;
+    callsPerUnit = c.chain;
+    trial = [&](int chains) { return runChains(engine, spec, c, attrs, in, chains, &f.peakReserved); };
+    f.coldSeconds = trial(1) / c.chain;
+    units = 5;
+  } else if (c.independent > 0) {
+    // A unit is a round: call i of every round has inputs and outputs of its own.
+    ins.resize(c.independent);
+    outs.resize(c.independent);
+    for (int i = 0; i < c.independent; ++i) {
+      for (const auto& d : c.inputs) ins[i].push_back({d, engine.allocate(d.bytes(), "bench")});
+      for (auto& d : inferOutputs(spec, c.inputs, attrs)) outs[i].push_back({d, engine.allocate(d.bytes(), "bench")});
+    }
+    callsPerUnit = c.independent;
+    trial = [&](int rounds) {
+      auto t0 = Clock::now();
+      blocking([&](Completion done) {
+        for (int r = 0; r < rounds; ++r) {
+          for (int i = 0; i < c.independent; ++i) {
+            const bool last = r + 1 == rounds && i + 1 == c.independent;
+            engine.enqueueOp("bench", spec, ins[i], outs[i], attrs,
+                             last ? std::move(done) : Completion([](std::exception_ptr) {}));
+          }
+        }
+      });
+      return std::chrono::duration<double>(Clock::now() - t0).count();
+    };
+    trial(1);  // compiles the pipelines
+  } else {
+    // A unit is a call. They share submits, as a pipelined client's do.
+    outs.emplace_back();
+    for (auto& d : inferOutputs(spec, c.inputs, attrs)) outs[0].push_back({d, engine.allocate(d.bytes(), "bench")});
+    trial = [&](int n) {
+      auto t0 = Clock::now();
+      blocking([&](Completion done) {
+        for (int r = 0; r < n; ++r) {
+          engine.enqueueOp("bench", spec, in, outs[0], attrs,
+                           r + 1 == n ? std::move(done) : Completion([](std::exception_ptr) {}));
+        }
+      });
+      return std::chrono::duration<double>(Clock::now() - t0).count();
+    };
+    trial(1);  // compiles the pipelines
+  }
+  // At least `units` units, and enough for a trial of minTrialMs: trials of
+  // a millisecond or two read up to 3x slow now and then (a thread waking
+  // late, clocks ramping up), which a median of 3 did not hide.
+  units = unitsPerTrial(units, trial(units), minTrialMs, c.chain > 0 ? 10000 : 100000);
+  trial(units);  // a warm-up as long as a trial: the first case of a run used to read low
+  std::vector<double> times;
+  for (int t = 0; t < 5; ++t) times.push_back(trial(units) / (double(units) * callsPerUnit));
+  std::sort(times.begin(), times.end());
+  f.seconds = times[2];
+  if (engine.measuresDeviceTime()) {
+    f.deviceSeconds = clock.time(engine, [&] { trial(units); }) / (double(units) * callsPerUnit);
+  }
+  return f;
+}
+
 }  // namespace
 }  // namespace tensord::bench
 
@@ -209,11 +361,17 @@ int main(int argc, char** argv) {
   int repeats = 10;
   double minTrialMs = 20;
   std::vector<std::string> filters;
+  std::filesystem::path daemon;
+  bool viaClient = true;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--repeats") && i + 1 < argc) {
       repeats = std::atoi(argv[++i]);
     } else if (!std::strcmp(argv[i], "--min-trial-ms") && i + 1 < argc) {
       minTrialMs = std::atof(argv[++i]);
+    } else if (!std::strcmp(argv[i], "--tensord") && i + 1 < argc) {
+      daemon = argv[++i];
+    } else if (!std::strcmp(argv[i], "--no-client")) {
+      viaClient = false;
     } else if (!std::strcmp(argv[i], "--filter") && i + 1 < argc) {
       std::string list = argv[++i];
       for (size_t at = 0; at <= list.size();) {
@@ -221,6 +379,12 @@ int main(int argc, char** argv) {
         if (comma > at) filters.push_back(list.substr(at, comma - at));
         at = comma + 1;
       }
+    } else {
+      std::fprintf(stderr,
+                   "usage: %s [--repeats N] [--min-trial-ms MS] [--filter SUBSTRING[,SUBSTRING...]] "
+                   "[--tensord PATH | --no-client]\n",
+                   argv[0]);
+      return 2;
     }
   }
   auto selected = [&](const std::string& name) {
@@ -231,108 +395,65 @@ int main(int argc, char** argv) {
   auto log = spdlog::stderr_color_mt("op_bench");
   // TENSORD_PIPELINE_STATS logs each kernel's statistics at info level.
   log->set_level(std::getenv("TENSORD_PIPELINE_STATS") != nullptr ? spdlog::level::info : spdlog::level::warn);
+  DeviceClock clock;
   EngineOptions options;
   options.logger = log;
+  options.deviceTimeObserver = [&clock](std::span<const DeviceTime> times) { clock.add(times); };
   Engine engine(options);
-  std::printf("{\"device\": \"%s\"}\n", engine.device().name.c_str());
+  engine.setDeviceTiming(false);  // on only for the device trial of each case
+  std::unique_ptr<ClientTimer> client;
+  if (viaClient) {
+    try {
+      client = std::make_unique<ClientTimer>(daemon.empty() ? defaultDaemonBinary() : daemon);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "op_bench: could not start the daemon for the client's figures (--no-client skips "
+                           "them): %s\n", e.what());
+      return 1;
+    }
+  }
+  std::printf("%s\n", nlohmann::json{{"device", engine.device().name},
+                                     {"device_time", engine.measuresDeviceTime()},
+                                     {"client", client != nullptr}}
+                          .dump()
+                          .c_str());
+  bool failed = false;
   for (const Case& c : cases()) {
     if (!selected(c.name)) continue;
     const OpSpec* spec = engine.ops().find(c.op);
     if (!spec) {
-      std::printf("{\"case\": \"%s\", \"error\": \"no op %s\"}\n", c.name.c_str(), c.op.c_str());
+      std::printf("%s\n", nlohmann::json{{"case", c.name}, {"error", "no op " + c.op}}.dump().c_str());
+      failed = true;
       continue;
     }
+    Figures f;
     try {
-      Attrs attrs = validateAttrs(*spec, c.attrs);
-      std::vector<TensorView> in;
-      for (const auto& d : c.inputs) {
-        in.push_back({d, engine.allocate(d.bytes(), "bench")});
-      }
-      if (c.chain > 0) {
-        engine.waitIdle();
-        const uint64_t before = engine.memoryStats().reservedBytes;
-        uint64_t peak = before;
-        // The first chain is cold (it compiles the pipeline and allocates).
-        // The figure is the median of five warm trials of chains back to
-        // back, waited for once, at least 5 chains and --min-trial-ms long:
-        // the submit and the wait are amortized as for the other cases (and
-        // as PyTorch's event timing leaves them out). Trials of 5 chains of
-        // 64 MiB (2.5 ms) read 2-5% low, the start and end of a trial
-        // included in its time.
-        const double cold = runChains(engine, *spec, c, attrs, in, 1, &peak) / c.chain;
-        const int chains = unitsPerTrial(5, runChains(engine, *spec, c, attrs, in, 5, &peak), minTrialMs, 10000);
-        std::vector<double> times;
-        for (int trial = 0; trial < 5; ++trial) {
-          times.push_back(runChains(engine, *spec, c, attrs, in, chains, &peak) / (chains * c.chain));
-        }
-        std::sort(times.begin(), times.end());
-        std::printf("{\"case\": \"%s\", \"seconds\": %.6g, \"gbps\": %.4g, \"cold_seconds\": %.6g, "
-                    "\"reserved_before_bytes\": %llu, \"peak_reserved_bytes\": %llu}\n",
-                    c.name.c_str(), times[2], c.bytes / times[2] / 1e9, cold, (unsigned long long)before,
-                    (unsigned long long)peak);
-        std::fflush(stdout);
-        continue;
-      }
-      if (c.independent > 0) {
-        // Call i of every round: inputs and outputs of its own.
-        std::vector<std::vector<TensorView>> ins(c.independent), outs(c.independent);
-        for (int i = 0; i < c.independent; ++i) {
-          for (const auto& d : c.inputs) ins[i].push_back({d, engine.allocate(d.bytes(), "bench")});
-          for (auto& d : inferOutputs(*spec, c.inputs, attrs)) outs[i].push_back({d, engine.allocate(d.bytes(), "bench")});
-        }
-        auto rounds = [&](int n) {
-          auto t0 = Clock::now();
-          blocking([&](Completion done) {
-            for (int r = 0; r < n; ++r) {
-              for (int i = 0; i < c.independent; ++i) {
-                const bool last = r + 1 == n && i + 1 == c.independent;
-                engine.enqueueOp("bench", *spec, ins[i], outs[i], attrs,
-                                 last ? std::move(done) : Completion([](std::exception_ptr) {}));
-              }
-            }
-          });
-          return std::chrono::duration<double>(Clock::now() - t0).count();
-        };
-        rounds(1);  // compiles the pipelines
-        const int n = unitsPerTrial(std::max(repeats, 1), rounds(std::max(repeats, 1)), minTrialMs, 100000);
-        rounds(n);  // a warm-up as long as a trial
-        std::vector<double> times;
-        for (int t = 0; t < 5; ++t) times.push_back(rounds(n) / (double(n) * c.independent));
-        std::sort(times.begin(), times.end());
-        std::printf("{\"case\": \"%s\", \"seconds\": %.6g, \"gbps\": %.4g}\n", c.name.c_str(), times[2],
-                    c.bytes / times[2] / 1e9);
-        std::fflush(stdout);
-        continue;
-      }
-      std::vector<TensorView> out;
-      for (auto& d : inferOutputs(*spec, c.inputs, attrs)) out.push_back({d, engine.allocate(d.bytes(), "bench")});
-      auto once = [&] { blocking([&](Completion done) { engine.enqueueOp("bench", *spec, in, out, attrs, std::move(done)); }); };
-      once();  // compiles the pipelines
-      // Time per op: n ops back to back (they share submits, as a pipelined
-      // client's do), one wait at the end; the median of 5 trials. n is at
-      // least `repeats` and makes a trial last at least minTrialMs: trials
-      // of a millisecond or two read up to 3x slow now and then (a thread
-      // waking late, clocks ramping up), which a median of 3 did not hide.
-      auto trial = [&](int n) {
-        auto t0 = Clock::now();
-        for (int r = 0; r + 1 < n; ++r) engine.enqueueOp("bench", *spec, in, out, attrs, [](std::exception_ptr) {});
-        once();
-        return std::chrono::duration<double>(Clock::now() - t0).count() / n;
-      };
-      int n = std::max(repeats, 1);
-      n = unitsPerTrial(n, trial(n) * n, minTrialMs, 100000);
-      trial(n);  // a warm-up as long as a trial: the first case of a run used to read low
-      std::vector<double> times;
-      for (int t = 0; t < 5; ++t) times.push_back(trial(n));
-      std::sort(times.begin(), times.end());
-      double t = times[2];
-      double rate = c.flops ? c.flops / t / 1e12 : c.bytes / t / 1e9;
-      std::printf("{\"case\": \"%s\", \"seconds\": %.6g, \"%s\": %.4g}\n", c.name.c_str(), t,
-                  c.flops ? "tflops" : "gbps", rate);
+      f = measure(engine, clock, *spec, c, repeats, minTrialMs);
     } catch (const std::exception& e) {
-      std::printf("{\"case\": \"%s\", \"error\": \"%s\"}\n", c.name.c_str(), e.what());
+      std::printf("%s\n", nlohmann::json{{"case", c.name}, {"error", e.what()}}.dump().c_str());
+      std::fflush(stdout);
+      failed = true;
+      continue;
     }
+    if (client) {
+      try {
+        f.clientSeconds = client->secondsPerCall(clientCase(c), repeats, minTrialMs);
+      } catch (const std::exception& e) {
+        f.clientError = e.what();
+        failed = true;
+      }
+    }
+    const double rate = c.flops ? c.flops / f.seconds / 1e12 : c.bytes / f.seconds / 1e9;
+    nlohmann::json row{{"case", c.name}, {"seconds", f.seconds}, {c.flops ? "tflops" : "gbps", rate}};
+    if (f.deviceSeconds >= 0) row["device_seconds"] = f.deviceSeconds;
+    if (f.clientSeconds >= 0) row["client_seconds"] = f.clientSeconds;
+    if (!f.clientError.empty()) row["client_error"] = f.clientError;
+    if (f.coldSeconds >= 0) {
+      row["cold_seconds"] = f.coldSeconds;
+      row["reserved_before_bytes"] = f.reservedBefore;
+      row["peak_reserved_bytes"] = f.peakReserved;
+    }
+    std::printf("%s\n", row.dump().c_str());
     std::fflush(stdout);
   }
-  return 0;
+  return failed ? 1 : 0;
 }

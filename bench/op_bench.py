@@ -1,21 +1,27 @@
 #!/usr/bin/env python3
-"""Runs op_bench (tensord's kernels on the compute engine) and the same cases
-with PyTorch on the same GPU, in one run, and prints a table of ratios.
+"""Runs op_bench (tensord's kernels on the compute engine, and the same calls
+through a daemon op_bench starts) and the same cases with PyTorch on the same
+GPU, in one run, and prints a table of ratios.
 
-    bench/op_bench.py BUILD/bench/op_bench [--repeats N] [--filter SUBSTRING] [--json FILE]
+    bench/op_bench.py BUILD/bench/op_bench [--repeats N] [--filter SUBSTRING]
+                      [--tensord PATH | --no-client] [--json FILE]
 
 tensord: N ops enqueued back to back and waited for once, per op (median of
-5 trials, each at least 20 ms; wall time, the submit and the final wait
-included). PyTorch: N calls back to back between two CUDA events (device
-time; over 20 ms the difference is small), trials as long, median of 5,
-after a warm-up trial. Rows where Python issued PyTorch's calls no faster
-than the device ran them are marked host-bound. Ratio > 1 means tensord is
-faster. Chain cases (_chainN) are N calls each on the previous call's
-output, new outputs each time, per call on both sides; their rows also show
-the device memory tensord reserved. Independent cases (_indepN) are N calls
-on N distinct sets of tensors, per call on both sides; PyTorch replays them
-from a CUDA graph, so its figure is the device's, not Python's launch rate.
-With --json FILE the rows also go to FILE as one JSON document."""
+5 trials, each at least 20 ms; wall time on the engine, the submit and the
+final wait included). Beside it, per op: the device's time from Vulkan
+timestamps ("device"), and the wall time of the same calls made through the
+C++ client over loopback, waited for on the device ("client"). PyTorch: N
+calls back to back between two CUDA events (device time; over 20 ms the
+difference is small), trials as long, median of 5, after a warm-up trial.
+Rows where Python issued PyTorch's calls no faster than the device ran them
+are marked host-bound. "ratio" is tensord's engine figure over PyTorch's,
+"client" the client's; > 1 means tensord is faster. Chain cases (_chainN)
+are N calls each on the previous call's output, new outputs each time, per
+call on both sides; their rows also show the device memory tensord reserved.
+Independent cases (_indepN) are N calls on N distinct sets of tensors, per
+call on both sides; PyTorch replays them from a CUDA graph, so its figure is
+the device's, not Python's launch rate. With --json FILE the rows also go to
+FILE as one JSON document."""
 import json
 import subprocess
 import sys
@@ -71,7 +77,10 @@ def torch_cases():
     return {
         "add_f32_64MiB": ((lambda a, b: a + b), lambda: (torch.randn(n, device="cuda"), torch.randn(n, device="cuda")), 3 * 64 * 2**20, 0),
         "relu_f32_64MiB": ((lambda a: torch.relu(a)), lambda: (torch.randn(n, device="cuda"),), 2 * 64 * 2**20, 0),
+        "mul_f32_64MiB": ((lambda a, b: a * b), lambda: (torch.randn(n, device="cuda"), torch.randn(n, device="cuda")), 3 * 64 * 2**20, 0),
+        "gelu_f32_64MiB": ((lambda a: torch.nn.functional.gelu(a)), lambda: (torch.randn(n, device="cuda"),), 2 * 64 * 2**20, 0),
         # Chains: bytes per call, times divided by the calls (see main).
+        "relu_f32_1MiB_chain10": (chain(torch.relu, 10), lambda: (torch.randn(1 << 18, device="cuda"),), 2 * 2**20, 0),
         "relu_f32_64MiB_chain10": (chain(torch.relu, 10), lambda: (torch.randn(n, device="cuda"),), 2 * 64 * 2**20, 0),
         "relu_f32_1GiB_chain10": (chain(torch.relu, 10), lambda: (torch.randn(gib, device="cuda"),), 2 * 2**30, 0),
         "add_f32_1GiB_chain10": (chain(torch.add, 10), lambda: (torch.randn(gib, device="cuda"), torch.randn(gib, device="cuda")), 3 * 2**30, 0),
@@ -98,7 +107,11 @@ def torch_cases():
         "matmul_f16_512x32768x512": mm(512, 32768, 512, f16),
         "matmul_f16_1024x16384x1024": mm(1024, 16384, 1024, f16),
         "matmul_f16_64x576x100352": mm(64, 576, 100352, f16),
-        "matmul_bf16_4096": mm(4096, 4096, 4096, torch.bfloat16),
+        **{f"matmul_bf16_{n}": mm(n, n, n, torch.bfloat16) for n in (1024, 2048, 4096, 8192)},
+        "matmul_f32_8192x1024x4096": mm(8192, 1024, 4096),
+        "matmul_f16_8192x1024x4096": mm(8192, 1024, 4096, f16),
+        "bmm_f32_32x512x64x512": ((lambda a, b: torch.bmm(a, b)), lambda: (torch.randn(32, 512, 64, device="cuda"), torch.randn(32, 64, 512, device="cuda")), 0, 2 * 32 * 512 * 64 * 512),
+        "bmm_f16_32x512x64x512": ((lambda a, b: torch.bmm(a, b)), lambda: (torch.randn(32, 512, 64, device="cuda", dtype=f16), torch.randn(32, 64, 512, device="cuda", dtype=f16)), 0, 2 * 32 * 512 * 64 * 512),
         "matmul_f32_256x65536x256": mm(256, 65536, 256),
         "matmul_f32_512x32768x512": mm(512, 32768, 512),
         "matmul_f32_1024x16384x1024": mm(1024, 16384, 1024),
@@ -156,24 +169,37 @@ def time_torch(fn, args, repeats, min_trial=0.02):
     return times[2]
 
 
+def option(name, default=None):
+    return sys.argv[sys.argv.index(name) + 1] if name in sys.argv else default
+
+
 def main():
     binary = sys.argv[1]
-    repeats = int(sys.argv[sys.argv.index("--repeats") + 1]) if "--repeats" in sys.argv else 10
+    repeats = int(option("--repeats", 10))
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     # tensord sums f16 and bf16 products (split K's slices too) in f32.
     torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
     torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
     args = [binary, "--repeats", str(repeats)]
-    if "--filter" in sys.argv:
-        args += ["--filter", sys.argv[sys.argv.index("--filter") + 1]]
-    out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
-    rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    for name in ("--filter", "--tensord"):
+        if name in sys.argv:
+            args += [name, option(name)]
+    if "--no-client" in sys.argv:
+        args.append("--no-client")
+    # op_bench exits 1 when a case failed; its rows say which, and the rest stand.
+    run = subprocess.run(args, capture_output=True, text=True)
+    if run.returncode != 0:
+        sys.stderr.write(run.stderr)
+    rows = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
+    if not rows:
+        sys.exit(f"{binary} printed nothing (exit status {run.returncode})")
     device = rows[0].get("device", "?")
     print(f"tensord device: {device}; PyTorch {torch.__version__} on {torch.cuda.get_device_name()}; median of {repeats}")
-    print(f"{'case':28} {'tensord':>14} {'PyTorch':>14} {'ratio':>7}")
+    print(f"{'case':28} {'tensord':>14} {'device':>9} {'client':>9} {'PyTorch':>14} {'ratio':>7} {'client':>7}")
     doc = {"bench": "op", "device": device, "torch": torch.__version__, "torch_device": torch.cuda.get_device_name(),
-           "repeats": repeats, "rows": []}
+           "repeats": repeats, "device_time": rows[0].get("device_time", False), "client": rows[0].get("client", False),
+           "rows": []}
     ref = torch_cases()
     for r in rows[1:]:
         name = r["case"]
@@ -191,28 +217,43 @@ def main():
         calls = int(name.rsplit("_indep", 1)[1]) if "_indep" in name else calls
         t /= calls
         unit = "TFLOP/s" if flops else "GB/s"
-        mine = r.get("tflops", r.get("gbps"))
-        theirs = flops / t / 1e12 if flops else nbytes / t / 1e9
+        work = flops / 1e12 if flops else nbytes / 1e9
+        mine = work / r["seconds"]
+        theirs = work / t
+        dev = work / r["device_seconds"] if "device_seconds" in r else None
+        cli = work / r["client_seconds"] if "client_seconds" in r else None
         extra = ""
         if "peak_reserved_bytes" in r:
             grown = (r["peak_reserved_bytes"] - r["reserved_before_bytes"]) / 2**20
             extra = f"  (reserved {grown:.0f} MiB more at peak; cold {r['cold_seconds'] * 1e3:.2f} ms per call)"
         if host_bound:
             extra += "  (PyTorch host-bound: its calls took as long to issue as to run)"
+        if "client_error" in r:
+            extra += f"  (client: {r['client_error']})"
         out = {"case": name, "unit": unit, "tensord": mine, "pytorch": theirs, "ratio": mine / theirs,
-               "tensord_seconds_per_call": r["seconds"], "pytorch_seconds_per_call": t, "host_bound": host_bound}
-        out.update({k: r[k] for k in ("peak_reserved_bytes", "reserved_before_bytes", "cold_seconds") if k in r})
+               "device": dev, "client": cli, "client_ratio": cli / theirs if cli else None,
+               "tensord_seconds_per_call": r["seconds"], "device_seconds_per_call": r.get("device_seconds"),
+               "client_seconds_per_call": r.get("client_seconds"), "pytorch_seconds_per_call": t,
+               "host_bound": host_bound}
+        out.update({k: r[k] for k in ("peak_reserved_bytes", "reserved_before_bytes", "cold_seconds", "client_error")
+                    if k in r})
         doc["rows"].append(out)
+        fmt = lambda v, scale=1: f"{v * scale:9.1f}" if v is not None else f"{'-':>9}"
+        cratio = f"{cli / theirs:6.2f}x" if cli else f"{'-':>7}"
         if not flops and theirs < 10:
             # A tiny op's GB/s rounds to nothing: its time per call says more.
-            print(f"{name:28} {r['seconds'] * 1e6:6.2f} us/call {t * 1e6:6.2f} us/call {mine / theirs:6.2f}x{extra}")
+            us = lambda key: r[key] * 1e6 if key in r else None
+            print(f"{name:28} {r['seconds'] * 1e6:6.2f} us/call {fmt(us('device_seconds'))} {fmt(us('client_seconds'))} "
+                  f"{t * 1e6:6.2f} us/call {mine / theirs:6.2f}x {cratio}{extra}")
             continue
-        print(f"{name:28} {mine:9.1f} {unit:>4} {theirs:9.1f} {unit:>4} {mine / theirs:6.2f}x{extra}")
+        print(f"{name:28} {mine:9.1f} {unit:>4} {fmt(dev)} {fmt(cli)} {theirs:9.1f} {unit:>4} {mine / theirs:6.2f}x "
+              f"{cratio}{extra}")
     if "--json" in sys.argv:
-        with open(sys.argv[sys.argv.index("--json") + 1], "w") as f:
+        with open(option("--json"), "w") as f:
             json.dump(doc, f, indent=1)
             f.write("\n")
+    return 1 if run.returncode != 0 else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -414,7 +414,8 @@ void CommandStream::record(Frame& frame) {
     // every job waits for the one before, so each time is a job's own.
     const auto now = std::chrono::steady_clock::now();
     const bool userKernel = std::any_of(batch.begin(), batch.end(), [](const Job& job) { return job.userKernel; });
-    const bool timed = *frame.timestamps && deviceTimes_ && (now - lastTimed_ >= timeInterval_ || userKernel);
+    const bool timed = *frame.timestamps && deviceTimes_ &&
+                       ((timing_.load(std::memory_order_relaxed) && now - lastTimed_ >= timeInterval_) || userKernel);
     frame.timed = timed;
     if (timed) {
       lastTimed_ = now;

@@ -127,6 +127,9 @@ class CommandStream {
   void hold();
   void release();
   bool measuresDeviceTime() const { return timestampBits_ != 0; }
+  // Pauses (false) or resumes timing batches for the observer; batches with
+  // a user kernel are timed either way (any thread).
+  void setTiming(bool on) { timing_.store(on, std::memory_order_relaxed); }
   // Jobs waiting for a batch; read without the lock (stats, any thread).
   size_t queuedJobs() const { return queued_.load(std::memory_order_relaxed); }
   // Counted once each batch is recorded (any thread).
@@ -175,6 +178,7 @@ class CommandStream {
   double timestampPeriodNs_ = 0;  // nanoseconds per timestamp tick
   const std::chrono::microseconds timeInterval_;   // between timed batches
   std::chrono::steady_clock::time_point lastTimed_;  // submit thread only
+  std::atomic<bool> timing_{true};                   // setTiming
   const std::chrono::nanoseconds completionSpin_;  // fence polling before a blocking wait
   const std::chrono::nanoseconds submitSpin_;      // polling for work before sleeping
   // Jobs independent of the ones since the last barrier skip theirs

@@ -81,6 +81,7 @@ std::shared_ptr<Buffer> Engine::allocateHost(uint64_t bytes, const std::string& 
 
 MemoryStats Engine::memoryStats() const { return impl_->allocator.stats(); }
 bool Engine::measuresDeviceTime() const { return impl_->stream.measuresDeviceTime(); }
+void Engine::setDeviceTiming(bool on) { impl_->stream.setTiming(on); }
 uint64_t Engine::queuedJobs() const { return impl_->stream.queuedJobs(); }
 uint64_t Engine::ownerBytes(const std::string& owner) const { return impl_->allocator.ownerBytes(owner); }
 

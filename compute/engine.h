@@ -227,6 +227,10 @@ class Engine {
   // Whether the compute queue writes timestamps, so jobs' device times reach
   // EngineOptions::deviceTimeObserver.
   bool measuresDeviceTime() const;
+  // Pauses (false) or resumes (true, the default) timing batches for the
+  // observer, so a benchmark can time the device without the timestamps'
+  // cost in its other figures. Batches with a user kernel are timed anyway.
+  void setDeviceTiming(bool on);
   // Jobs enqueued and not yet taken into a batch.
   uint64_t queuedJobs() const;
 
