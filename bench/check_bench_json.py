@@ -27,12 +27,14 @@ def check_figures(path, node):
 
 def main():
     doc = json.load(open(sys.argv[1]))
-    for key in ("tiny_op", "upload_4_bytes", "download_4_bytes", "chain", "clients", "transfers", "tls"):
+    for key in ("tiny_op", "tiny_op_read", "upload_4_bytes", "download_4_bytes", "chain", "clients", "transfers", "tls"):
         if key not in doc:
             sys.exit(f"no '{key}' in {sys.argv[1]}")
     for p in ("p50", "p99"):
-        for side in ("tensord_s", "floor_s", "ratio"):
-            positive(f"tiny_op.{p}.{side}", doc["tiny_op"][p][side])
+        for key in ("tiny_op", "tiny_op_read"):
+            for side in ("tensord_s", "floor_s", "ratio"):
+                positive(f"{key}.{p}.{side}", doc[key][p][side])
+    positive("chain.graph_read_s", doc["chain"].get("graph_read_s"))
     if [c["clients"] for c in doc["clients"]] != [8, 64]:
         sys.exit(f"clients: expected rows for 8 and 64, got {doc['clients']}")
     if not doc["transfers"] or not doc["tls"] or not doc["tls"]["transfers"]:

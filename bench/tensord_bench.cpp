@@ -1,10 +1,14 @@
 // tensord_bench: drives a real tensord over loopback and prints, from one
 // run, its figures next to a bare Cap'n Proto floor measured in the same run:
 //   - tiny-op round trip p50/p99 vs a trivial Cap'n Proto call, and the
-//     fixed cost of a transfer (4 bytes up, 4 bytes down) vs the same call;
+//     fixed cost of a transfer (4 bytes up, 4 bytes down) vs the same call.
+//     A call's round trip ends with its answer, which the daemon sends once
+//     the op is queued on the device, as a CUDA launch returns before its
+//     kernel runs; so the tiny op is also timed with its result read back,
+//     which waits for the device;
 //   - a 100-op pipelined chain, the same chain in one Batch, the chain
-//     captured once as a Graph and run, and 100 sequential round trips, vs
-//     one bare round trip;
+//     captured once as a Graph and run (also with its result read back),
+//     and 100 sequential round trips, vs one bare round trip;
 //   - 8 and 64 clients at once issuing tiny ops: throughput and p99;
 //   - upload/download GB/s vs a bare `-> stream` of the same bytes; downloads
 //     both into a fresh vector (bytes()) and into a reused buffer (bytesInto());
@@ -234,6 +238,21 @@ std::vector<double> timeTinyOps(const Tensor& one, int warmup, int iterations) {
   return tiny;
 }
 
+// The same op with its 4-byte result read back, which waits for the device:
+// the round trip above ends with the call's answer, which the daemon sends
+// once the op is queued (as a CUDA launch returns before the kernel runs).
+std::vector<double> timeTinyReads(const Tensor& one, int warmup, int iterations) {
+  std::vector<double> times;
+  float two = 0;
+  for (int i = 0; i < warmup + iterations; ++i) {
+    auto start = Clock::now();
+    (one + one).toHostInto(std::span(&two, 1));
+    if (i >= warmup) times.push_back(since(start));
+    if (two != 2.0f) throw std::runtime_error("the tiny op read back " + std::to_string(two) + ", expected 2");
+  }
+  return times;
+}
+
 // f32 tensors of `bytes` from `source`, up then down `repeats` times, each
 // download checked against what went up.
 TransferTimes timeTransfers(Client& client, std::span<const std::byte> source, uint64_t bytes, int repeats) {
@@ -283,12 +302,12 @@ FloorResults floorOf(const Options& o, int warmup, const std::vector<uint64_t>& 
 }
 
 // The tiny op's p50 / p99 against the floor's: table rows and JSON.
-nlohmann::json tinyRows(const std::vector<double>& tiny, const FloorResults& floor) {
+nlohmann::json tinyRows(const std::string& label, const std::vector<double>& tiny, const FloorResults& floor) {
   nlohmann::json out = nlohmann::json::object();
   for (double p : {50.0, 99.0}) {
     double t = percentile(tiny, p), f = percentile(floor.pingSeconds, p);
     const std::string name = "p" + std::to_string(int(p));
-    row("tiny op (add, 1 element) " + name, {micros(t), micros(f), ratio(t / f)});
+    row(label + " " + name, {micros(t), micros(f), ratio(t / f)});
     out[name] = {{"tensord_s", t}, {"floor_s", f}, {"ratio", t / f}};
   }
   return out;
@@ -386,6 +405,7 @@ int run(const Options& o) {
   one.wait();
   int warmup = std::min(50, o.iterations);
   std::vector<double> tiny = timeTinyOps(one, warmup, o.iterations);
+  std::vector<double> tinyRead = timeTinyReads(one, warmup, o.iterations);
 
   // The fixed cost of a transfer, with no bytes to speak of: a 4-byte upload
   // waited for, and a 4-byte download into a reused buffer.
@@ -447,6 +467,15 @@ int run(const Options& o) {
     graphed.push_back(since(start));
     if (r == 0) check(g, "captured");
   }
+  // ... and with its result read back, which waits for the device.
+  std::vector<double> graphedRead;
+  for (int r = 0; r < graphRuns; ++r) {
+    float result = 0;
+    auto start = Clock::now();
+    chain.run({one})[0].toHostInto(std::span(&result, 1));
+    graphedRead.push_back(since(start));
+    if (result != float(kChainLength + 1)) throw std::runtime_error("the captured chain read back a wrong value");
+  }
   for (int r = 0; r < o.chainRepeats; ++r) {
     auto start = Clock::now();
     Tensor y = one;
@@ -495,7 +524,8 @@ int run(const Options& o) {
 
   std::printf("round trip (%d calls each)\n", o.iterations);
   row("", {"tensord", "capnp floor", "tensord/floor"});
-  json["tiny_op"] = tinyRows(tiny, floor);
+  json["tiny_op"] = tinyRows("tiny op (add, 1 element)", tiny, floor);
+  json["tiny_op_read"] = tinyRows("... its result read back", tinyRead, floor);
   for (const auto& [label, key, times] : {std::tuple{"upload 4 bytes + wait p50", "upload_4_bytes", &tinyUp},
                                           {"download 4 bytes p50", "download_4_bytes", &tinyDown}}) {
     double t = percentile(*times, 50), f = percentile(floor.pingSeconds, 50);
@@ -513,10 +543,13 @@ int run(const Options& o) {
   row("in one Batch, one wait (/ floor)", {millis(batch), micros(bare), ratio(batch / bare)});
   const double graph = median(graphed);
   row("captured Graph, run, one wait (/ floor)", {millis(graph), micros(bare), ratio(graph / bare)});
+  const double graphRead = median(graphedRead);
+  row("... its result read back (/ floor)", {millis(graphRead), micros(bare), ratio(graphRead / bare)});
   row("sequential (/ pipelined)", {millis(seq), "", ratio(seq / pipe)});
   json["chain"] = {{"ops", kChainLength},        {"floor_s", bare},          {"pipelined_s", pipe},
                    {"pipelined_ratio", pipe / bare}, {"batched_s", batch},   {"batched_ratio", batch / bare},
-                   {"graph_s", graph},           {"graph_ratio", graph / bare}, {"sequential_s", seq}};
+                   {"graph_s", graph},           {"graph_ratio", graph / bare}, {"graph_read_s", graphRead},
+                   {"graph_read_ratio", graphRead / bare}, {"sequential_s", seq}};
 
   std::printf("\nclients at once, each: tiny op (add, 1 element), waited for\n");
   row("", {"calls/s", "p50", "p99"});
@@ -539,7 +572,7 @@ int run(const Options& o) {
   if (tls) {
     std::printf("\nover TLS (a second daemon, a self-signed certificate; the floor over the same TLS stream)\n");
     row("", {"tensord", "capnp floor", "tensord/floor"});
-    json["tls"] = {{"tiny_op", tinyRows(tls->tiny, tls->floor)},
+    json["tls"] = {{"tiny_op", tinyRows("tiny op (add, 1 element)", tls->tiny, tls->floor)},
                    {"transfers", transferRows(o.tlsSizes, tls->repeats, tls->transfers, tls->floor)}};
   } else {
     std::printf("\nover TLS: not measured (%s)\n", daemon ? "--no-tls" : "--connect: TLS runs on daemons it starts");
