@@ -11,9 +11,11 @@
 //     device has them; the timestamps cost the device a few microseconds per
 //     job, so the other figures are taken without them);
 //   - "client_seconds": the same calls made through the C++ client to a
-//     daemon this program starts on 127.0.0.1:0 (--tensord PATH, default the
-//     one built beside it; --no-client skips it), timed the same way: what a
-//     remote caller's pipelined calls see.
+//     daemon this program starts on 127.0.0.1:0 once the engine's figures
+//     are taken and the engine is gone (--tensord PATH, default the one built
+//     beside it; --no-client skips it), timed the same way: what a remote
+//     caller's pipelined calls see.
+// The rows are printed once every case has its figures.
 // bench/op_bench.py runs the same cases with PyTorch on the same GPU in the
 // same run and prints the ratios.
 //
@@ -51,6 +53,7 @@
 #include <memory>
 #include <mutex>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -395,55 +398,57 @@ int main(int argc, char** argv) {
   auto log = spdlog::stderr_color_mt("op_bench");
   // TENSORD_PIPELINE_STATS logs each kernel's statistics at info level.
   log->set_level(std::getenv("TENSORD_PIPELINE_STATS") != nullptr ? spdlog::level::info : spdlog::level::warn);
-  DeviceClock clock;
-  EngineOptions options;
-  options.logger = log;
-  options.deviceTimeObserver = [&clock](std::span<const DeviceTime> times) { clock.add(times); };
-  Engine engine(options);
-  engine.setDeviceTiming(false);  // on only for the device trial of each case
-  std::unique_ptr<ClientTimer> client;
-  if (viaClient) {
-    try {
-      client = std::make_unique<ClientTimer>(daemon.empty() ? defaultDaemonBinary() : daemon);
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "op_bench: could not start the daemon for the client's figures (--no-client skips "
-                           "them): %s\n", e.what());
-      return 1;
-    }
-  }
-  std::printf("%s\n", nlohmann::json{{"device", engine.device().name},
-                                     {"device_time", engine.measuresDeviceTime()},
-                                     {"client", client != nullptr}}
-                          .dump()
-                          .c_str());
+  // The engine's figures first; then, with the engine gone and the device
+  // the daemon's alone, the same cases through the client.
+  std::vector<std::pair<const Case*, Figures>> measured;
+  const std::vector<Case> all = cases();
   bool failed = false;
-  for (const Case& c : cases()) {
-    if (!selected(c.name)) continue;
-    const OpSpec* spec = engine.ops().find(c.op);
-    if (!spec) {
-      std::printf("%s\n", nlohmann::json{{"case", c.name}, {"error", "no op " + c.op}}.dump().c_str());
-      failed = true;
-      continue;
-    }
-    Figures f;
-    try {
-      f = measure(engine, clock, *spec, c, repeats, minTrialMs);
-    } catch (const std::exception& e) {
-      std::printf("%s\n", nlohmann::json{{"case", c.name}, {"error", e.what()}}.dump().c_str());
-      std::fflush(stdout);
-      failed = true;
-      continue;
-    }
-    if (client) {
+  {
+    DeviceClock clock;
+    EngineOptions options;
+    options.logger = log;
+    options.deviceTimeObserver = [&clock](std::span<const DeviceTime> times) { clock.add(times); };
+    Engine engine(options);
+    engine.setDeviceTiming(false);  // on only for the device trial of each case
+    std::printf("%s\n", nlohmann::json{{"device", engine.device().name},
+                                       {"device_time", engine.measuresDeviceTime()},
+                                       {"client", viaClient}}
+                            .dump()
+                            .c_str());
+    std::fflush(stdout);
+    for (const Case& c : all) {
+      if (!selected(c.name)) continue;
       try {
-        f.clientSeconds = client->secondsPerCall(clientCase(c), repeats, minTrialMs);
+        const OpSpec* spec = engine.ops().find(c.op);
+        if (!spec) throw std::runtime_error("no op " + c.op);
+        measured.emplace_back(&c, measure(engine, clock, *spec, c, repeats, minTrialMs));
       } catch (const std::exception& e) {
-        f.clientError = e.what();
+        std::printf("%s\n", nlohmann::json{{"case", c.name}, {"error", e.what()}}.dump().c_str());
+        std::fflush(stdout);
         failed = true;
       }
     }
-    const double rate = c.flops ? c.flops / f.seconds / 1e12 : c.bytes / f.seconds / 1e9;
-    nlohmann::json row{{"case", c.name}, {"seconds", f.seconds}, {c.flops ? "tflops" : "gbps", rate}};
+  }
+  if (viaClient) {
+    try {
+      ClientTimer client(daemon.empty() ? defaultDaemonBinary() : daemon);
+      for (auto& [c, f] : measured) {
+        try {
+          f.clientSeconds = client.secondsPerCall(clientCase(*c), repeats, minTrialMs);
+        } catch (const std::exception& e) {
+          f.clientError = e.what();
+          failed = true;
+        }
+      }
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "op_bench: could not start the daemon for the client's figures (--no-client skips "
+                           "them): %s\n", e.what());
+      failed = true;
+    }
+  }
+  for (const auto& [c, f] : measured) {
+    const double rate = c->flops ? c->flops / f.seconds / 1e12 : c->bytes / f.seconds / 1e9;
+    nlohmann::json row{{"case", c->name}, {"seconds", f.seconds}, {c->flops ? "tflops" : "gbps", rate}};
     if (f.deviceSeconds >= 0) row["device_seconds"] = f.deviceSeconds;
     if (f.clientSeconds >= 0) row["client_seconds"] = f.clientSeconds;
     if (!f.clientError.empty()) row["client_error"] = f.clientError;
@@ -453,7 +458,6 @@ int main(int argc, char** argv) {
       row["peak_reserved_bytes"] = f.peakReserved;
     }
     std::printf("%s\n", row.dump().c_str());
-    std::fflush(stdout);
   }
   return failed ? 1 : 0;
 }
