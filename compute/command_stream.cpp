@@ -274,19 +274,23 @@ CommandStream::~CommandStream() {
 
 void CommandStream::enqueue(Job job) {
   if (!fairSharing_) job.owner.clear();  // one owner: arrival order
-  bool wasEmpty;
+  const uint64_t cost = FairQueue::costOf(job);
+  bool wake;
   {
     std::lock_guard lock(mu_);
     // Only an empty inbox can have the submit thread asleep for want of
-    // work (release() wakes a held stream).
-    wasEmpty = inbox_.empty() && holds_ == 0;
+    // work, or a held one whose work has just outgrown the hold (release()
+    // wakes a held stream).
+    wake = (inbox_.empty() && holds_ == 0) ||
+           (holds_ > 0 && inboxCost_ < kHeldCostLimit && inboxCost_ + cost >= kHeldCostLimit);
     inbox_.push_back(std::move(job));
+    inboxCost_ += cost;
     queued_.fetch_add(1, std::memory_order_relaxed);
   }
   // The submit thread sleeps for want of work only with nothing queued (else
   // on no free frame, which the completion thread wakes it for): one wake
   // per burst of calls rather than a futex call per call.
-  if (wasEmpty) wake_.notify_all();
+  if (wake) wake_.notify_all();
 }
 
 void CommandStream::hold() {
@@ -323,12 +327,16 @@ void CommandStream::submitLoop() {
       std::unique_lock lock(mu_);
       wake_.wait(lock, [&] {
         const bool work = !inbox_.empty() || !queue_.empty();
-        return (work && !freeFrames_.empty() && (holds_ == 0 || stopping_)) || (stopping_ && !work);
+        // A hold waits for small work only (see hold()); queue_ holds jobs
+        // only when a batch's limits cut it short.
+        const bool take = holds_ == 0 || stopping_ || !queue_.empty() || inboxCost_ >= kHeldCostLimit;
+        return (work && !freeFrames_.empty() && take) || (stopping_ && !work);
       });
       if (inbox_.empty() && queue_.empty()) break;  // stopping and drained
       frame = freeFrames_.back();
       freeFrames_.pop_back();
       arrived.swap(inbox_);
+      inboxCost_ = 0;
     }
     // In arrival order, as FairQueue's ordering between owners needs.
     for (Job& job : arrived) queue_.push(std::move(job));

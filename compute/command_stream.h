@@ -124,6 +124,10 @@ class CommandStream {
   // While held, the submit thread leaves queued jobs alone, so a burst of
   // enqueues goes out as one batch (one command buffer, one submit) once the
   // last hold is released. Every hold must be released; destruction ignores them.
+  // A hold only gathers small work: once the jobs queued under it would
+  // keep the device busy a while (kHeldCostLimit), or jobs a batch's limits
+  // left behind are waiting, they are taken at once, so a long burst of
+  // large ops does not leave the device idle until its last op is queued.
   void hold();
   void release();
   bool measuresDeviceTime() const { return timestampBits_ != 0; }
@@ -161,6 +165,9 @@ class CommandStream {
     bool timed = false;  // the batch wrote its timestamps
   };
   static constexpr size_t kFrames = 3;
+  // Work a hold gathers before the submit thread takes it anyway: about 10
+  // us of an H100's memory bandwidth, thousands of tiny ops' worth.
+  static constexpr uint64_t kHeldCostLimit = 32ull << 20;
 
   void submitLoop();    // takes batches, records and submits them
   void completeLoop();  // waits for each frame's fence in order, runs its completions
@@ -201,6 +208,7 @@ class CommandStream {
   std::deque<Frame*> inFlight_;      // GUARDED_BY(mu_); in submission order
   bool stopping_ = false;            // GUARDED_BY(mu_)
   uint32_t holds_ = 0;               // GUARDED_BY(mu_); see hold()
+  uint64_t inboxCost_ = 0;           // GUARDED_BY(mu_); FairQueue::costOf of the jobs in inbox_
   bool submitterDone_ = false;       // GUARDED_BY(mu_)
   std::thread completer_;            // the threads last: they start after everything above exists
   std::thread submitter_;

@@ -3,6 +3,7 @@
 // alongside them); every other keeps it. Engine::jobOrdering() counts both
 // kinds, and the results show that the ordering kept held.
 
+#include <chrono>
 #include <future>
 
 #include "tests/compute/engine_fixture.h"
@@ -165,6 +166,42 @@ TEST_F(JobOrderingTest, ScratchPassedOnWaitsForItsLastUser) {
     for (float v : x[i]) want += v;
     EXPECT_NEAR(download(out[i])[0], want, 1e-4 * want) << i;
   }
+}
+
+// A hold gathers small work into one batch: nothing of it runs until the
+// hold ends.
+TEST_F(JobOrderingTest, AHoldKeepsSmallWorkBack) {
+  TensorView x = upload({256}, randomData(256)), y = like(x);
+  engine().waitIdle();
+  std::promise<void> ran;
+  const OpSpec& add = *engine().ops().find("add");
+  engine().holdSubmits();
+  engine().enqueueOp("test", add, {x, x}, {y}, validateAttrs(add, {}), [&](std::exception_ptr) { ran.set_value(); });
+  auto done = ran.get_future();
+  EXPECT_EQ(done.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout) << "a held job ran";
+  engine().releaseSubmits();
+  done.get();
+}
+
+// ... but not large work: once what is held would keep the device busy a
+// while, it runs without waiting for the hold's end, so a long burst of
+// large ops (a pipelined client's calls, queued in one pass of the daemon's
+// loop) does not leave the device idle until the last one is queued.
+TEST_F(JobOrderingTest, AHoldLetsLargeWorkRun) {
+  constexpr size_t kElements = 3u << 20;  // 12 MiB each: 36 MiB for an add
+  std::vector<float> a = randomData(kElements);
+  TensorView x = upload({int64_t(kElements)}, a), y = like(x);
+  engine().waitIdle();
+  std::promise<void> ran;
+  const OpSpec& add = *engine().ops().find("add");
+  engine().holdSubmits();
+  engine().enqueueOp("test", add, {x, x}, {y}, validateAttrs(add, {}), [&](std::exception_ptr) { ran.set_value(); });
+  auto done = ran.get_future();
+  const auto status = done.wait_for(std::chrono::seconds(60));
+  engine().releaseSubmits();
+  ASSERT_EQ(status, std::future_status::ready) << "a large held job waited for the hold's end";
+  const std::vector<float> sum = download(y);
+  for (size_t i = 0; i < kElements; i += 4099) ASSERT_EQ(sum[i], a[i] + a[i]) << "element " << i;
 }
 
 }  // namespace
