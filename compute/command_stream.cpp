@@ -287,9 +287,10 @@ void CommandStream::enqueue(Job job) {
     inboxCost_ += cost;
     queued_.fetch_add(1, std::memory_order_relaxed);
   }
-  // The submit thread sleeps for want of work only with nothing queued (else
-  // on no free frame, which the completion thread wakes it for): one wake
-  // per burst of calls rather than a futex call per call.
+  // The submit thread sleeps for want of work with nothing queued, or with
+  // held work below the limit (else on no free frame, which the completion
+  // thread wakes it for): one wake per burst of calls rather than a futex
+  // call per call.
   if (wake) wake_.notify_all();
 }
 

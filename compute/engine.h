@@ -217,9 +217,11 @@ class Engine {
   // Blocks until everything enqueued so far has completed.
   void waitIdle();
 
-  // Batching a burst: between holdSubmits() and its releaseSubmits(), queued
-  // work is not taken into a batch, so work enqueued in a burst (one pass of
-  // an event loop) shares one command buffer and one submit. Holds nest; each
+  // Batching a burst: between holdSubmits() and its releaseSubmits(), small
+  // queued work is not taken into a batch, so the small ops enqueued in a
+  // burst (one pass of an event loop) share one command buffer and one
+  // submit. Work that would keep the device busy a while (32 MiB of cost,
+  // docs/design.md "Submission") is taken at once anyway. Holds nest; each
   // must be released promptly, or queued work waits.
   void holdSubmits();
   void releaseSubmits();

@@ -24,7 +24,7 @@ std::string inputName(const compute::OpSpec& spec, size_t i);
 std::string outputName(const compute::OpSpec& spec, size_t i);
 
 // Holds the engine's submits until the end of this pass of the event loop, so
-// that the ops of a pipelined burst go to the device in one batch
+// that the small ops of a pipelined burst go to the device in one batch
 // (Engine::holdSubmits) instead of one submit each.
 void holdSubmitsForThisPass(ServerState& server);
 

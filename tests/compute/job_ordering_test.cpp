@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <future>
+#include <thread>
 
 #include "tests/compute/engine_fixture.h"
 
@@ -169,18 +170,26 @@ TEST_F(JobOrderingTest, ScratchPassedOnWaitsForItsLastUser) {
 }
 
 // A hold gathers small work into one batch: nothing of it runs until the
-// hold ends.
+// hold ends. A batch in flight when the work is held wakes the submit thread
+// (its frame comes free), which must still leave the held work alone.
 TEST_F(JobOrderingTest, AHoldKeepsSmallWorkBack) {
-  TensorView x = upload({256}, randomData(256)), y = like(x);
-  engine().waitIdle();
-  std::promise<void> ran;
   const OpSpec& add = *engine().ops().find("add");
+  const Attrs none = validateAttrs(add, {});
+  TensorView x = upload({256}, randomData(256)), y = like(x);
+  constexpr size_t kLong = 4u << 20;  // 16 MiB tensors: milliseconds on a CPU device
+  TensorView big = upload({int64_t(kLong)}, randomData(kLong)), bigSum = like(big);
+  engine().enqueueOp("test", add, {x, x}, {y}, none, nullptr);  // compiles the kernel
+  engine().waitIdle();
+  engine().enqueueOp("test", add, {big, big}, {bigSum}, none, nullptr);
+  while (engine().queuedJobs() > 0) std::this_thread::yield();  // taken into a batch
+  std::promise<void> ran;
   engine().holdSubmits();
-  engine().enqueueOp("test", add, {x, x}, {y}, validateAttrs(add, {}), [&](std::exception_ptr) { ran.set_value(); });
+  engine().enqueueOp("test", add, {x, x}, {y}, none, [&](std::exception_ptr) { ran.set_value(); });
   auto done = ran.get_future();
-  EXPECT_EQ(done.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout) << "a held job ran";
+  const auto status = done.wait_for(std::chrono::milliseconds(200));
   engine().releaseSubmits();
   done.get();
+  EXPECT_EQ(status, std::future_status::timeout) << "a held job ran before the hold ended";
 }
 
 // ... but not large work: once what is held would keep the device busy a
@@ -188,20 +197,21 @@ TEST_F(JobOrderingTest, AHoldKeepsSmallWorkBack) {
 // large ops (a pipelined client's calls, queued in one pass of the daemon's
 // loop) does not leave the device idle until the last one is queued.
 TEST_F(JobOrderingTest, AHoldLetsLargeWorkRun) {
-  constexpr size_t kElements = 3u << 20;  // 12 MiB each: 36 MiB for an add
-  std::vector<float> a = randomData(kElements);
-  TensorView x = upload({int64_t(kElements)}, a), y = like(x);
+  constexpr size_t kElements = 3u << 20;  // 12 MiB each: 36 MiB read and written
+  std::vector<float> a = randomData(kElements), b = randomData(kElements);
+  TensorView x = upload({int64_t(kElements)}, a), y = upload({int64_t(kElements)}, b), sum = like(x);
   engine().waitIdle();
   std::promise<void> ran;
   const OpSpec& add = *engine().ops().find("add");
   engine().holdSubmits();
-  engine().enqueueOp("test", add, {x, x}, {y}, validateAttrs(add, {}), [&](std::exception_ptr) { ran.set_value(); });
+  engine().enqueueOp("test", add, {x, y}, {sum}, validateAttrs(add, {}), [&](std::exception_ptr) { ran.set_value(); });
   auto done = ran.get_future();
   const auto status = done.wait_for(std::chrono::seconds(60));
   engine().releaseSubmits();
+  done.get();  // `ran` must outlive the job either way
   ASSERT_EQ(status, std::future_status::ready) << "a large held job waited for the hold's end";
-  const std::vector<float> sum = download(y);
-  for (size_t i = 0; i < kElements; i += 4099) ASSERT_EQ(sum[i], a[i] + a[i]) << "element " << i;
+  const std::vector<float> got = download(sum);
+  for (size_t i = 0; i < kElements; i += 4099) ASSERT_EQ(got[i], a[i] + b[i]) << "element " << i;
 }
 
 }  // namespace
