@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <stdexcept>
@@ -87,7 +88,9 @@ std::string GateProxy::address() const { return "127.0.0.1:" + std::to_string(po
 
 void GateProxy::hold() {
   holding_ = true;
+  const uint64_t asked = ++holdsAsked_;
   wake();
+  while (holdsSeen_.load() < asked && !stop_) std::this_thread::sleep_for(std::chrono::microseconds(100));
 }
 
 void GateProxy::release() {
@@ -103,6 +106,9 @@ void GateProxy::wake() {
 void GateProxy::run() {
   std::vector<std::unique_ptr<Connection>> conns;
   while (!stop_) {
+    // Every send of the passes before has been counted, and holding_ was set
+    // before holdsAsked_ grew: from here on this thread sees the hold.
+    holdsSeen_ = holdsAsked_.load();
     bool holding = holding_;
     std::vector<pollfd> fds = {{listenFd_, POLLIN, 0}, {wakePipe_[0], POLLIN, 0}};
     for (auto& c : conns) {

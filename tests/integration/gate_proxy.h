@@ -24,7 +24,10 @@ class GateProxy {
 
   std::string address() const;  // "127.0.0.1:PORT" for clients
 
-  void hold();     // from now on, keep upstream->client bytes
+  // From now on, keep upstream->client bytes. Returns once the pump has seen
+  // the hold: a send it began before is then finished and counted in
+  // bytesToClient(), and no byte reaches a client until release().
+  void hold();
   void release();  // forward what was kept, and everything after it
 
   uint64_t bytesHeld() const { return held_.load(); }          // kept now, not yet forwarded
@@ -41,6 +44,8 @@ class GateProxy {
   uint16_t port_ = 0;
   int wakePipe_[2] = {-1, -1};
   std::atomic<bool> holding_{false};
+  std::atomic<uint64_t> holdsAsked_{0};  // hold() calls
+  std::atomic<uint64_t> holdsSeen_{0};   // of those, seen by the pump at the top of a pass
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> held_{0};
   std::atomic<uint64_t> toClient_{0};
