@@ -55,9 +55,9 @@ std::chrono::nanoseconds completionSpin(const Device& device) {
 }
 
 // How long the submit thread, done with a batch, polls for the next job
-// before it sleeps: a client waiting for each call sends its next one a
-// round trip later, and waking a sleeping thread costs the call a futex wake
-// and a scheduler round.
+// before it sleeps, and the completion thread for the next batch: a client
+// waiting for each call sends its next one a round trip later, and waking a
+// sleeping thread costs the call a futex wake and a scheduler round.
 std::chrono::nanoseconds submitSpin(const Device& device) {
   return spinFor(device, "TENSORD_SUBMIT_SPIN_US", std::chrono::microseconds(200));
 }
@@ -348,6 +348,7 @@ void CommandStream::submitLoop() {
     {
       std::lock_guard lock(mu_);
       inFlight_.push_back(frame);
+      submitted_.fetch_add(1, std::memory_order_relaxed);
     }
     done_.notify_all();
   }
@@ -361,12 +362,25 @@ void CommandStream::submitLoop() {
 void CommandStream::completeLoop() {
   for (;;) {
     Frame* frame = nullptr;
+    // Idle, it polls for the next batch as long as the submit thread polls
+    // for the next job: a client that reads a result back queues the copy
+    // about a round trip after the op, and the copy's completion would
+    // otherwise wait for this thread's wake-up (a futex wake and a scheduler
+    // round) before its own.
+    if (submitSpin_.count() > 0 && submitted_.load(std::memory_order_relaxed) == 0) {
+      const auto until = std::chrono::steady_clock::now() + submitSpin_;
+      while (submitted_.load(std::memory_order_relaxed) == 0 && !stopSpinning_.load(std::memory_order_relaxed) &&
+             std::chrono::steady_clock::now() < until) {
+        cpuRelax();
+      }
+    }
     {
       std::unique_lock lock(mu_);
       done_.wait(lock, [&] { return !inFlight_.empty() || submitterDone_; });
       if (inFlight_.empty()) return;  // the submitter ended and everything is complete
       frame = inFlight_.front();
       inFlight_.pop_front();
+      submitted_.fetch_sub(1, std::memory_order_relaxed);
     }
     complete(*frame);
     {

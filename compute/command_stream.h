@@ -187,7 +187,7 @@ class CommandStream {
   std::chrono::steady_clock::time_point lastTimed_;  // submit thread only
   std::atomic<bool> timing_{true};                   // setTiming
   const std::chrono::nanoseconds completionSpin_;  // fence polling before a blocking wait
-  const std::chrono::nanoseconds submitSpin_;      // polling for work before sleeping
+  const std::chrono::nanoseconds submitSpin_;      // polling for work before sleeping (both threads)
   // Jobs independent of the ones since the last barrier skip theirs
   // (BatchRecorder::beginJob); TENSORD_OVERLAP_JOBS=0 puts a barrier before every job.
   const bool overlapJobs_;
@@ -203,7 +203,8 @@ class CommandStream {
   std::vector<Job> inbox_;           // GUARDED_BY(mu_)
   FairQueue queue_;                  // the submit thread's only
   std::atomic<size_t> queued_{0};    // jobs in inbox_ and queue_
-  std::atomic<bool> stopSpinning_{false};  // the submit thread's polling ends at once
+  std::atomic<bool> stopSpinning_{false};  // the threads' polling for work ends at once
+  std::atomic<size_t> submitted_{0};  // frames in inFlight_, for the completion thread's polling
   std::vector<Frame*> freeFrames_;   // GUARDED_BY(mu_)
   std::deque<Frame*> inFlight_;      // GUARDED_BY(mu_); in submission order
   bool stopping_ = false;            // GUARDED_BY(mu_)
