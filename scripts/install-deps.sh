@@ -14,6 +14,8 @@ packages=(
   libcapnp-dev capnproto libssl-dev openssl libspdlog-dev libfmt-dev nlohmann-json3-dev
   # systemd notify/journald integration
   libsystemd-dev
+  # the daemon's allocator
+  libmimalloc-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev python3-numpy
   # the Python client (python3-tqdm, optional, adds progress bars) and its tests

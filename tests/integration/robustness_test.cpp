@@ -256,6 +256,23 @@ TEST_F(RobustnessTest, AbusiveConnectionsAreClosedAndEverythingReturnsToBaseline
   EXPECT_TRUE(contains(daemon().log(), "not authenticated within auth_timeout_ms")) << daemon().log();
 }
 
+// The daemon runs on the allocator it was built with, for the whole process
+// (a library linked but not in use would leave glibc's malloc in charge),
+// and says which at startup.
+TEST_F(RobustnessTest, TheDaemonRunsOnTheAllocatorItWasBuiltWith) {
+  tinyOp(*connect());
+  std::ifstream maps("/proc/" + std::to_string(daemon().pid()) + "/maps");
+  std::stringstream mapped;
+  mapped << maps.rdbuf();
+#ifdef TENSORD_HAVE_MIMALLOC
+  EXPECT_TRUE(contains(mapped.str(), "libmimalloc")) << "libmimalloc is not mapped into the daemon";
+  EXPECT_TRUE(contains(daemon().log(), "allocator mimalloc 2.")) << daemon().log();
+#else
+  EXPECT_FALSE(contains(mapped.str(), "libmimalloc"));
+  EXPECT_TRUE(contains(daemon().log(), "allocator the C library's malloc")) << daemon().log();
+#endif
+}
+
 // ---------------------------------------------------------------- raw RPC
 
 // Runs `body` on a thread of its own: a raw Cap'n Proto client needs an event
