@@ -55,7 +55,8 @@ std::chrono::nanoseconds completionSpin(const Device& device) {
 }
 
 // How long the submit thread, done with a batch, polls for the next job
-// before it sleeps, and the completion thread for the next batch: a client
+// before it sleeps, and the completion thread, done with its last batch,
+// for the next one (TENSORD_SUBMIT_SPIN_US sets both): a client
 // waiting for each call sends its next one a round trip later, and waking a
 // sleeping thread costs the call a futex wake and a scheduler round.
 std::chrono::nanoseconds submitSpin(const Device& device) {
@@ -362,11 +363,11 @@ void CommandStream::submitLoop() {
 void CommandStream::completeLoop() {
   for (;;) {
     Frame* frame = nullptr;
-    // Idle, it polls for the next batch as long as the submit thread polls
-    // for the next job: a client that reads a result back queues the copy
-    // about a round trip after the op, and the copy's completion would
-    // otherwise wait for this thread's wake-up (a futex wake and a scheduler
-    // round) before its own.
+    // Idle, it polls for the next batch for up to submitSpin_ after its last
+    // completion (the submit thread's polling time for the next job): a
+    // client that reads a result back queues the copy about a round trip
+    // after the op, and the copy's completion would otherwise wait for this
+    // thread's wake-up (a futex wake and a scheduler round) before its own.
     if (submitSpin_.count() > 0 && submitted_.load(std::memory_order_relaxed) == 0) {
       const auto until = std::chrono::steady_clock::now() + submitSpin_;
       while (submitted_.load(std::memory_order_relaxed) == 0 && !stopSpinning_.load(std::memory_order_relaxed) &&

@@ -43,9 +43,9 @@ std::string allocatorName() {
   void* probe = std::malloc(64);
   const bool routed = mi_is_in_heap_region(probe);
   std::free(probe);
-  return routed ? name : "the C library's malloc (" + name + " is linked, but malloc does not reach it)";
+  return routed ? name : "the system's malloc (" + name + " is linked, but malloc does not reach it)";
 #else
-  return "the C library's malloc";
+  return "the system's malloc";
 #endif
 }
 
@@ -125,13 +125,17 @@ std::string parseFlags(int argc, char** argv, Flags& flags) {
 // what a few transfers hold at once. The cost: after a burst of transfers
 // the daemon keeps up to that much more resident memory.
 //
-// mimalloc decommits freed memory 25 ms after it is freed; a second keeps it
-// for the next transfer (on an H100 host, 64 MiB and 1 GiB transfers took
-// about 40% fewer page faults than at 25 ms, and read about as fast as with
-// glibc's allocator). The environment's MIMALLOC_RESET_DELAY, where set, wins.
+// mimalloc decommits freed memory soon after it is freed (2.0's default: 25
+// ms); a second keeps it for the next transfer (on an H100 host, 64 MiB and
+// 1 GiB transfers took about 40% fewer page faults than at 25 ms, and read
+// about as fast as with glibc's allocator). The delay set in the
+// environment, under any of its names, wins.
 void keepTransferMemory() {
 #ifdef TENSORD_HAVE_MIMALLOC
-  if (std::getenv("MIMALLOC_RESET_DELAY") == nullptr) mi_option_set(mi_option_decommit_delay, 1000);
+  for (const char* name : {"MIMALLOC_DECOMMIT_DELAY", "MIMALLOC_RESET_DELAY", "MIMALLOC_PURGE_DELAY"}) {
+    if (std::getenv(name) != nullptr) return;
+  }
+  mi_option_set(mi_option_decommit_delay, 1000);
 #else
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, 128 << 20);

@@ -5,7 +5,8 @@
 //     statistics (for tuning kernels), and writes its internal
 //     representations into the directory the variable names;
 //   - TENSORD_COMPLETION_SPIN_US / TENSORD_SUBMIT_SPIN_US: the command
-//     stream's threads poll before they sleep (on by default on GPUs, off on
+//     stream's threads poll before they sleep (the completion thread a
+//     batch's fence, both threads for work; on by default on GPUs, off on
 //     CPU devices such as lavapipe, so forced on here);
 //   - TENSORD_OVERLAP_JOBS=0: every job waits for everything before it.
 

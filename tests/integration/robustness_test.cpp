@@ -269,7 +269,7 @@ TEST_F(RobustnessTest, TheDaemonRunsOnTheAllocatorItWasBuiltWith) {
   EXPECT_TRUE(contains(daemon().log(), "allocator mimalloc 2.")) << daemon().log();
 #else
   EXPECT_FALSE(contains(mapped.str(), "libmimalloc"));
-  EXPECT_TRUE(contains(daemon().log(), "allocator the C library's malloc")) << daemon().log();
+  EXPECT_TRUE(contains(daemon().log(), "allocator the system's malloc")) << daemon().log();
 #endif
 }
 
