@@ -314,17 +314,20 @@ void CommandStream::waitIdle() {
   idle.get_future().wait();
 }
 
+void CommandStream::pollForWork(const std::atomic<size_t>& waiting) {
+  if (submitSpin_.count() == 0 || waiting.load(std::memory_order_relaxed) != 0) return;
+  const auto until = std::chrono::steady_clock::now() + submitSpin_;
+  while (waiting.load(std::memory_order_relaxed) == 0 && !stopSpinning_.load(std::memory_order_relaxed) &&
+         std::chrono::steady_clock::now() < until) {
+    cpuRelax();
+  }
+}
+
 void CommandStream::submitLoop() {
   std::vector<Job> arrived;
   for (;;) {
     Frame* frame = nullptr;
-    if (submitSpin_.count() > 0 && queued_.load(std::memory_order_relaxed) == 0) {
-      const auto until = std::chrono::steady_clock::now() + submitSpin_;
-      while (queued_.load(std::memory_order_relaxed) == 0 && !stopSpinning_.load(std::memory_order_relaxed) &&
-             std::chrono::steady_clock::now() < until) {
-        cpuRelax();
-      }
-    }
+    pollForWork(queued_);
     {
       std::unique_lock lock(mu_);
       wake_.wait(lock, [&] {
@@ -368,13 +371,7 @@ void CommandStream::completeLoop() {
     // client that reads a result back queues the copy about a round trip
     // after the op, and the copy's completion would otherwise wait for this
     // thread's wake-up (a futex wake and a scheduler round) before its own.
-    if (submitSpin_.count() > 0 && submitted_.load(std::memory_order_relaxed) == 0) {
-      const auto until = std::chrono::steady_clock::now() + submitSpin_;
-      while (submitted_.load(std::memory_order_relaxed) == 0 && !stopSpinning_.load(std::memory_order_relaxed) &&
-             std::chrono::steady_clock::now() < until) {
-        cpuRelax();
-      }
-    }
+    pollForWork(submitted_);
     {
       std::unique_lock lock(mu_);
       done_.wait(lock, [&] { return !inFlight_.empty() || submitterDone_; });

@@ -171,6 +171,9 @@ class CommandStream {
 
   void submitLoop();    // takes batches, records and submits them
   void completeLoop();  // waits for each frame's fence in order, runs its completions
+  // Polls, for up to submitSpin_, until `waiting` (queued_ or submitted_) is
+  // nonzero or stopSpinning_ is set; a hint only, the caller then waits on mu_.
+  void pollForWork(const std::atomic<size_t>& waiting);
   void record(Frame& frame);
   void complete(Frame& frame);
   void reportDeviceTimes(const Frame& frame);
