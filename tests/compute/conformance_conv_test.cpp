@@ -165,7 +165,7 @@ std::vector<ConvCase> implicitGemmCases(DType dtype) {
       {{1, 5, 4, 4}, {16, 5, 4, 4}, A{.padding = {3, 3}, .dilation = {2, 2}}, true, dtype},    // taps mostly in the padding
       {{2, 8, 9, 9}, {70, 4, 3, 3}, A{.padding = {1, 1}, .groups = 2}, true, dtype},           // 35 per group: tiles cut
       {{1, 16, 7, 7}, {130, 16, 2, 2}, A{}, true, dtype},                                      // 130 channels, 2 tile rows
-      {{2, 16, 80, 80}, {256, 16, 1, 1}, A{}, false, dtype},                                   // 128-pixel tiles
+      {{2, 16, 80, 80}, {256, 16, 1, 1}, A{}, true, dtype},                                    // 128-pixel tiles
       {{2, 32, 80, 80}, {256, 16, 1, 1}, A{.groups = 2}, false, dtype},                        // ... in 2 groups
       {{3, 32, 8, 8}, {64, 32, 1, 1}, A{.dilation = {2, 3}}, true, dtype},  // 1x1 with bias on whole tiles
       {{1, 96, 34, 34}, {1536, 2, 3, 3}, A{.groups = 48}, true, dtype},  // ... in 48 groups, K = 18: scalar weights
@@ -197,6 +197,33 @@ TEST_F(ConvConformanceTest, Conv2dImplicitGemm) {
   checkConv({{2, 8, 6, 7}, {32, 4, 3, 3}, {.stride = {2, 1}, .padding = {1, 1}, .groups = 2}, true, DType::F16},
             false);
   checkConv({{1, 6, 9, 5}, {18, 6, 2, 3}, {.padding = {1, 0}, .dilation = {2, 1}}, false, DType::BF16}, false);
+}
+
+// A 1x1 convolution of stride 1 without padding, groups or bias is a
+// product, weight [O, C] @ input [N, C, H * W] (template_conv.cpp's
+// pointwiseProductSpec; the implicit GEMM's 1x1 cases above have bias or
+// stride). f32 takes it where there are 64 or more output channels and
+// pixels per image: edge tiles in both (70 channels of 81 pixels, a row
+// length no multiple of 4), whole tiles, an unbatched input, and 7x7
+// images, which stay on the implicit GEMM.
+TEST_F(ConvConformanceTest, Conv2dPointwiseProduct) {
+  using A = Conv2dArgs;
+  const ConvCase cases[] = {
+      {{3, 40, 9, 9}, {70, 40, 1, 1}, A{}, false},
+      {{2, 64, 16, 16}, {128, 64, 1, 1}, A{}, false},
+      {{2, 96, 8, 8}, {64, 96, 1, 1}, A{.dilation = {2, 2}}, false},  // dilation means nothing to a 1x1 kernel
+      {{2, 32, 7, 7}, {64, 32, 1, 1}, A{}, false},
+  };
+  for (const auto& k : cases) checkConv(k, false);
+  // f16 and bf16 take it on tensor cores (elsewhere the implicit GEMM).
+  for (DType dtype : {DType::F16, DType::BF16}) checkConv({{2, 16, 80, 80}, {256, 16, 1, 1}, A{}, false, dtype}, false);
+  HostTensor x = randomTensor(DType::F32, {48, 10, 10}), w = randomTensor(DType::F32, {72, 48, 1, 1});
+  auto got = call("conv2d", {x, w});
+  HostTensor x4 = x;
+  x4.shape.insert(x4.shape.begin(), 1);
+  HostTensor want = convRef(x4, w, nullptr, A{}, false, DType::F32);
+  want.shape.erase(want.shape.begin());
+  expectClose(got[0], want, "conv2d unbatched 1x1", 48.0 + 1);
 }
 
 // f32 conv2d with 3x3 kernels, stride 1, dilation 1, one group and about
