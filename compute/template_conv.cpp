@@ -115,6 +115,7 @@ struct GemmTile {
   bool coop = false;         // f16/bf16 on tensor cores (kernels/conv_gemm_coop.comp)
   bool tapMajor = false;     // ... K over taps, then channels (input channels a multiple of bk)
   int wm = 32, wn = 32;      // ... each subgroup's outputs
+  bool allInside = false;    // no padding, not transposed: conv_gemm.comp's X_ALL_INSIDE
 };
 // The tensor-core tiles: 64 output channels x 128 pixels in K steps of 32,
 // 8 subgroups of 32x32 outputs; where K runs over taps first (input channels
@@ -360,13 +361,14 @@ class Conv final : public KernelTemplate {
     std::string key = "conv_gemm|" + std::string(dtypeName(dtype)) + "|" + std::to_string(tile.bm) + "x" +
                       std::to_string(tile.bn) + "x" + std::to_string(tile.bk) + (tile.weightVec4 ? "|v4" : "|v1") +
                       (tile.coop ? "|coop" + std::to_string(tile.wm) + "x" + std::to_string(tile.wn) : "") +
-                      (tile.tapMajor ? "|taps" : "");
+                      (tile.tapMajor ? "|taps" : "") + (tile.allInside ? "|inside" : "");
     return variants_.get(key, [&] {
       GlslBuilder b(dtype);
       b.output("y", dtype).input("x", dtype).input("w", dtype).input("b", dtype);
       b.define("BM", std::to_string(tile.bm) + "u").define("BN", std::to_string(tile.bn) + "u");
       b.define("BK", std::to_string(tile.bk) + "u");
       if (tile.weightVec4) b.define("WEIGHT_VEC4");
+      if (tile.allInside) b.define("X_ALL_INSIDE");
       if (tile.coop) {
         b.define("WM", std::to_string(tile.wm) + "u").define("WN", std::to_string(tile.wn) + "u");
         b.define("NT", std::to_string((tile.bm / tile.wm) * (tile.bn / tile.wn) * 32) + "u");
@@ -579,7 +581,8 @@ class Conv final : public KernelTemplate {
     const DType dtype = in[0].desc.dtype;
     const bool coop = features && ((dtype == DType::F16 && features->coopMatrixF16) ||
                                    (dtype == DType::BF16 && features->coopMatrixBf16 && tapMajor(g)));
-    const GemmTile tile = gemmTile(g, pixels, units, weightVec4, coop);
+    GemmTile tile = gemmTile(g, pixels, units, weightVec4, coop);
+    tile.allInside = !coop && !transposed_ && g.ph == 0 && g.pw == 0;
     ConvGemmPush push{};
     push.y = out.buffer->deviceAddress();
     push.x = in[0].buffer->deviceAddress();
@@ -624,10 +627,17 @@ class Conv final : public KernelTemplate {
 
   std::vector<const KernelSource*> variants(const OpSpec& op, DType dtype) const override {
     std::vector<const KernelSource*> all = {&source(op, dtype)};
-    for (int bn : {64, 128}) {
-      for (bool v : {false, true}) all.push_back(&gemmSource(dtype, {64, bn, 8, v}));
+    for (bool inside : {false, !transposed_}) {
+      auto tile = [&](int bn, int bk, bool vec4) {
+        GemmTile t{64, bn, bk, vec4};
+        t.allInside = inside;
+        return t;
+      };
+      for (int bn : {64, 128}) {
+        for (bool v : {false, true}) all.push_back(&gemmSource(dtype, tile(bn, 8, v)));
+      }
+      all.push_back(&gemmSource(dtype, tile(64, 16, true)));
     }
-    all.push_back(&gemmSource(dtype, {64, 64, 16, true}));
     if (spatial_ == 2 && !transposed_ && (dtype == DType::F32 || dtype == DType::F16 || dtype == DType::BF16)) {
       for (const char* mode : {"WG_INPUT", "WG_WEIGHT", "WG_OUTPUT"}) all.push_back(&winogradSource(mode, dtype));
     }

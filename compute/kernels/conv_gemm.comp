@@ -105,13 +105,43 @@ ivec3 advance(ivec3 d) {
   return d;
 }
 
+// X_ALL_INSIDE (no padding, not transposed: every tap of every pixel lies
+// in the input; only pixels past the last, k past K and channels past OG
+// are outside): every load is unconditional, from the operand's first
+// element for what lies outside, zeroed after the load, and the last K
+// step fetches too (a tile of zeros). Loads behind branches had held
+// matmul_fast.comp well below its rate on an H100; here ResNet-50's last
+// 1x1 convolution (7x7 images, too few pixels for the matmul route) went
+// from 16.3-16.4 to 19.2-19.5 TFLOP/s. With padding, where many of the
+// gather's loads fall outside, the same cost 11-14% (the 7x7 stride-2 stem,
+// conv_transpose2d 4x4 stride 2), so the branches stay there.
+#ifdef X_ALL_INSIDE
+#define LOAD_IF(cond, dst, T, load_at, at, zero) \
+  {                                              \
+    const bool in_ = (cond);                     \
+    const T v_ = load_at(in_ ? (at) : 0u);       \
+    dst = in_ ? v_ : (zero);                     \
+  }
+#else
+#define LOAD_IF(cond, dst, T, load_at, at, zero) \
+  {                                              \
+    dst = (zero);                                \
+    if (cond) dst = load_at(at);                 \
+  }
+#endif
+
+#ifdef WEIGHT_VEC4
+vec4 loadW4(uint i) { return FROM_STORED(Vec4s(uint64_t(p.w)).v[i >> 2]); }
+#endif
+float loadW(uint i) { return float(LOAD_w(i)); }
+float loadX(uint i) { return float(LOAD_x(i)); }
+
 void fetch(uint o0, uint k0, uint t) {
 #ifdef WEIGHT_VEC4
   [[unroll]] for (uint j = 0u; j < LAV; ++j) {
     const uint idx = t + 256u * j;
     const uint o = o0 + idx / KV, k = k0 + (idx % KV) * 4u;
-    pa[j] = vec4(0.0);
-    if (idx < AV && o < uint(OG) && k < uint(K)) pa[j] = FROM_STORED(Vec4s(uint64_t(p.w)).v[(wg + o * uint(WSO) + k) >> 2]);
+    LOAD_IF(idx < AV && o < uint(OG) && k < uint(K), pa[j], vec4, loadW4, wg + o * uint(WSO) + k, vec4(0.0));
   }
 #else
   {
@@ -119,8 +149,7 @@ void fetch(uint o0, uint k0, uint t) {
     const uint woff = wg + uint(ka.x * WCI + (WH0 + ka.y * WSH) * KW + WW0 + ka.z * WSW);
     [[unroll]] for (uint j = 0u; j < LA; ++j) {
       const uint o = o0 + t / BK + (256u / BK) * j;
-      pa[j] = 0.0;
-      if (valid && o < uint(OG)) pa[j] = float(LOAD_w(woff + o * uint(WSO)));
+      LOAD_IF(valid && o < uint(OG), pa[j], float, loadW, woff + o * uint(WSO), 0.0);
     }
   }
 #endif
@@ -130,8 +159,7 @@ void fetch(uint o0, uint k0, uint t) {
     const int koff = int(xg) + kb.x * HW + dh * W + dw;
     [[unroll]] for (uint j = 0u; j < LB; ++j) {
       const bool inside = valid && uint(prow[j] + dh) < uint(H) && uint(pcol[j] + dw) < uint(W);
-      pb[j] = 0.0;
-      if (inside) pb[j] = float(LOAD_x(uint(pbase[j] + koff)));
+      LOAD_IF(inside, pb[j], float, loadX, uint(pbase[j] + koff), 0.0);
     }
   }
   ka = advance(ka);
@@ -219,7 +247,11 @@ void main() {
         barrier();
         for (uint kt = 0u; kt < kTiles; ++kt) {
           const uint cur = kt & 1u;
+#ifdef X_ALL_INSIDE
+          const bool more = true;  // past K the fetch loads zeros (see LOAD_IF)
+#else
           const bool more = kt + 1u < kTiles;
+#endif
           if (more) fetch(o0, (kt + 1u) * BK, t);
           [[unroll]] for (uint k = 0u; k < BK; ++k) {
             vec4 av[SM], bv[SN];

@@ -151,8 +151,9 @@ TEST_F(ConvConformanceTest, Conv2dHalfAndBfloat) {
 // cooperative matrices, conv_gemm_coop.comp), the others on the direct
 // kernel; these cover the GEMM's paths: padding, stride, dilation, groups,
 // tiles cut by the channel and pixel counts, batches, bias or none, weights
-// loaded as vectors (K a multiple of 4) or not, and both tile widths
-// template_conv.cpp picks.
+// loaded as vectors (K a multiple of 4) or not, both tile widths
+// template_conv.cpp picks, and convolutions without padding (whose loads
+// run without branches).
 namespace {
 
 std::vector<ConvCase> implicitGemmCases(DType dtype) {
@@ -170,6 +171,9 @@ std::vector<ConvCase> implicitGemmCases(DType dtype) {
       {{3, 32, 8, 8}, {64, 32, 1, 1}, A{.dilation = {2, 3}}, true, dtype},  // 1x1 with bias on whole tiles
       {{1, 96, 34, 34}, {1536, 2, 3, 3}, A{.groups = 48}, true, dtype},  // ... in 48 groups, K = 18: scalar weights
       {{2, 40, 9, 11}, {64, 40, 3, 3}, A{.padding = {1, 1}}, true, dtype},  // K = 360: many K steps, a partial last one
+      // No padding (loads without branches): partial last K steps, channels and pixels past a tile
+      {{2, 5, 9, 8}, {18, 5, 3, 3}, A{}, false, dtype},                    // K = 45: scalar weights
+      {{2, 12, 9, 8}, {20, 12, 3, 3}, A{.stride = {2, 1}}, true, dtype},  // K = 108: vector weights
       // 32 and 64 input channels per group: the tensor-core kernel's K runs over taps, then channels
       {{2, 64, 9, 11}, {40, 64, 3, 3}, A{.stride = {1, 2}, .padding = {1, 1}}, true, dtype},
       {{1, 64, 7, 7}, {34, 32, 3, 3}, A{.padding = {2, 1}, .dilation = {2, 2}, .groups = 2}, false, dtype},
