@@ -231,7 +231,7 @@ TEST_F(ConvConformanceTest, Conv2dPointwiseProduct) {
 }
 
 // f32 conv2d with 3x3 kernels, stride 1, dilation 1, one group and about
-// 128 or more input and output channels runs as Winograd F(2x2, 3x3)
+// 64 or more input and output channels runs as Winograd F(2x2, 3x3)
 // (conv_winograd.comp around the matmul kernels): outputs of odd height
 // and width (tiles cut at the edge), every padding a 3x3 kernel takes,
 // channel counts that are not multiples of 4 (the product's scalar path),
@@ -239,10 +239,11 @@ TEST_F(ConvConformanceTest, Conv2dPointwiseProduct) {
 TEST_F(ConvConformanceTest, Conv2dWinograd) {
   using A = Conv2dArgs;
   const ConvCase cases[] = {
-      {{2, 128, 9, 7}, {128, 128, 3, 3}, A{}, true},                    // 7x5 outputs, no padding
+      {{2, 128, 9, 7}, {128, 128, 3, 3}, A{}, true},                     // 7x5 outputs, no padding
       {{1, 130, 6, 11}, {131, 130, 3, 3}, A{.padding = {1, 1}}, false},  // 130 in, 131 out
       {{3, 128, 5, 8}, {160, 128, 3, 3}, A{.padding = {2, 0}}, true},    // padding 2 and 0
       {{2, 128, 3, 3}, {256, 128, 3, 3}, A{}, true},                     // one output per image
+      {{3, 64, 10, 9}, {64, 64, 3, 3}, A{.padding = {1, 1}}, false},     // 64 channels: f32's least
   };
   for (const auto& k : cases) checkConv(k, false);
   // f16 and bf16 take the path on tensor cores (elsewhere the implicit GEMM),
