@@ -192,8 +192,8 @@ OpSpec productSpec(std::string name, MatmulKind kind, std::vector<DType> dtypes)
 // product weight [O, C] @ input [N, C, H * W] -> [N, O, H * W], already in
 // NCHW, and runs on the matmul kernels (the implicit GEMM's gather and
 // bounds tests are dead weight there): in f16 and bf16 on tensor cores, in
-// f32 on the fast kernel. On an H100 ResNet-50's f32 1x1 convolutions of 32
-// images went from 13-22 to 24-30 TFLOP/s (docs/PERFORMANCE.md).
+// f32 on the fast kernel. On an H100 ResNet-50's f32 1x1 convolutions at
+// 28x28 and 56x56 went from 13-22 to 27-30 TFLOP/s (docs/PERFORMANCE.md).
 const OpSpec& pointwiseProductSpec() {
   static const OpSpec spec =
       productSpec("conv2d (1x1 product)", MatmulKind::kMatmul, {DType::F32, DType::F16, DType::BF16});
@@ -433,10 +433,13 @@ class Conv final : public KernelTemplate {
                            std::span<const TensorView> in) const {
     if (spatial_ != 2 || transposed_ || g.bias || g.groups != 1 || !useGemm(g)) return false;
     if (g.kh != 1 || g.kw != 1 || g.sh != 1 || g.sw != 1 || g.ph != 0 || g.pw != 0) return false;
-    // f32: where the fast kernel takes the product, 64 or more rows (output
-    // channels) and columns (pixels per image; 7x7 images stay on the
-    // implicit GEMM, which runs over all images' pixels at once).
-    if (dtype == DType::F32) return g.o >= 64 && g.in.h * g.in.w >= 64;
+    // f32: with 64 or more output channels and 256 or more pixels per image.
+    // The product's columns are one image's pixels; the implicit GEMM runs
+    // over all images' at once, which wastes less of its tiles on small
+    // images: on an H100 ResNet-50's 14x14 layer ran at 25.9-26.0 TFLOP/s
+    // there against 24.9 as a product, and its 7x7 layer (too few columns
+    // for the fast kernel) 19.3-19.5 against 15.0-16.1.
+    if (dtype == DType::F32) return g.o >= 64 && g.in.h * g.in.w >= 256;
     if (dtype != DType::F16 && dtype != DType::BF16) return false;
     if (in[0].buffer->deviceAddress() % 16 != 0 || in[1].buffer->deviceAddress() % 16 != 0) return false;
     // The tensor-core kernel's conditions on the sizes; its output type does not enter them.

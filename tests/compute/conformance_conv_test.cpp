@@ -206,22 +206,23 @@ TEST_F(ConvConformanceTest, Conv2dImplicitGemm) {
 // A 1x1 convolution of stride 1 without padding, groups or bias is a
 // product, weight [O, C] @ input [N, C, H * W] (template_conv.cpp's
 // pointwiseProductSpec; the implicit GEMM's 1x1 cases above have bias or
-// stride). f32 takes it where there are 64 or more output channels and
-// pixels per image: edge tiles in both (70 channels of 81 pixels, a row
-// length no multiple of 4), whole tiles, an unbatched input, and 7x7
-// images, which stay on the implicit GEMM.
+// stride). f32 takes it where there are 64 or more output channels and 256
+// or more pixels per image: edge tiles in both (70 channels of 289 pixels,
+// a row length no multiple of 4), whole tiles, an unbatched input, and
+// 14x14 and 7x7 images, which stay on the implicit GEMM.
 TEST_F(ConvConformanceTest, Conv2dPointwiseProduct) {
   using A = Conv2dArgs;
   const ConvCase cases[] = {
-      {{3, 40, 9, 9}, {70, 40, 1, 1}, A{}, false},
+      {{3, 40, 17, 17}, {70, 40, 1, 1}, A{}, false},
       {{2, 64, 16, 16}, {128, 64, 1, 1}, A{}, false},
-      {{2, 96, 8, 8}, {64, 96, 1, 1}, A{.dilation = {2, 2}}, false},  // dilation means nothing to a 1x1 kernel
+      {{2, 96, 16, 20}, {64, 96, 1, 1}, A{.dilation = {2, 2}}, false},  // dilation means nothing to a 1x1 kernel
+      {{2, 32, 14, 14}, {64, 32, 1, 1}, A{}, false},
       {{2, 32, 7, 7}, {64, 32, 1, 1}, A{}, false},
   };
   for (const auto& k : cases) checkConv(k, false);
   // f16 and bf16 take it on tensor cores (elsewhere the implicit GEMM).
   for (DType dtype : {DType::F16, DType::BF16}) checkConv({{2, 16, 80, 80}, {256, 16, 1, 1}, A{}, false, dtype}, false);
-  HostTensor x = randomTensor(DType::F32, {48, 10, 10}), w = randomTensor(DType::F32, {72, 48, 1, 1});
+  HostTensor x = randomTensor(DType::F32, {48, 16, 20}), w = randomTensor(DType::F32, {72, 48, 1, 1});
   auto got = call("conv2d", {x, w});
   HostTensor x4 = x;
   x4.shape.insert(x4.shape.begin(), 1);
