@@ -165,13 +165,15 @@ struct ConvGemmPush {
 // SCALE). Scratch memory lives until the batch the call is in has finished;
 // later calls of the batch reuse it (Recorder::scratch).
 //
-// It pays where channels are many: input c and output o channels with
-// c * o >= min * (c + o), that is about 2 * min of each. In f16 and bf16 min
-// is kWinogradMinChannels; in f32 kWinogradMinChannelsF32, since on an H100
-// ResNet's 64-channel 3x3 convolutions at 56x56 (8 and 32 images) ran at
-// 27.6-30.8 TFLOP/s through it against 24.2-26.8 on the implicit GEMM, while
-// the same in f16 fell from 92 to 44 (the implicit GEMM on tensor cores).
-constexpr int64_t kWinogradMaxScratch = int64_t(256) << 20, kWinogradMinChannels = 64, kWinogradMinChannelsF32 = 32;
+// It pays where channels are many. In f16 and bf16: input c and output o
+// channels with c * o >= kWinogradMinChannels * (c + o), that is about
+// twice that many of each. In f32 also wherever both are at least
+// kWinogradMinChannels (the products' rows are o, and the fast matmul
+// kernel takes 64 or more): on an H100 ResNet's 64-channel 3x3
+// convolutions at 56x56 (8 and 32 images) ran at 27.6-30.8 TFLOP/s through
+// it against 24.2-26.8 on the implicit GEMM, while the same in f16 fell from
+// 92 to 44 (the implicit GEMM on tensor cores).
+constexpr int64_t kWinogradMaxScratch = int64_t(256) << 20, kWinogradMinChannels = 64;
 
 struct WinogradPush {
   uint64_t y, x, b, meta;
@@ -461,8 +463,8 @@ class Conv final : public KernelTemplate {
   bool useWinograd(const ConvGeometry& g, DType dtype, const DeviceFeatures* features) const {
     if (spatial_ != 2 || transposed_ || !useGemm(g)) return false;
     if (g.kh != 3 || g.kw != 3 || g.sh != 1 || g.sw != 1 || g.dh != 1 || g.dw != 1 || g.groups != 1) return false;
-    const int64_t minChannels = dtype == DType::F32 ? kWinogradMinChannelsF32 : kWinogradMinChannels;
-    if (g.in.c * g.o < minChannels * (g.in.c + g.o)) return false;
+    const bool wide = g.in.c * g.o >= kWinogradMinChannels * (g.in.c + g.o);
+    if (!wide && !(dtype == DType::F32 && std::min(g.in.c, g.o) >= kWinogradMinChannels)) return false;
     const int64_t tp = winogradColumns(g);
     if (dtype != DType::F32 && !tensorCoreProductF32(features, dtype, 16, g.o, tp, g.in.c)) return false;
     if (dtype != DType::F32 && dtype != DType::F16 && dtype != DType::BF16) return false;
@@ -638,7 +640,7 @@ class Conv final : public KernelTemplate {
 
   std::vector<const KernelSource*> variants(const OpSpec& op, DType dtype) const override {
     std::vector<const KernelSource*> all = {&source(op, dtype)};
-    for (bool inside : {false, !transposed_}) {
+    for (bool inside : transposed_ ? std::initializer_list<bool>{false} : std::initializer_list<bool>{false, true}) {
       auto tile = [&](int bn, int bk, bool vec4) {
         GemmTile t{64, bn, bk, vec4};
         t.allInside = inside;

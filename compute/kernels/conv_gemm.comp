@@ -112,7 +112,7 @@ ivec3 advance(ivec3 d) {
 // step fetches too (a tile of zeros). Loads behind branches had held
 // matmul_fast.comp well below its rate on an H100; here ResNet-50's last
 // 1x1 convolution (7x7 images, too few pixels for the matmul route) went
-// from 16.3-16.4 to 19.2-19.5 TFLOP/s. With padding, where many of the
+// from 15.8-16.3 to 19.3 TFLOP/s. With padding, where many of the
 // gather's loads fall outside, the same cost 11-14% (the 7x7 stride-2 stem,
 // conv_transpose2d 4x4 stride 2), so the branches stay there.
 #ifdef X_ALL_INSIDE

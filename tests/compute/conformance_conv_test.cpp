@@ -178,6 +178,8 @@ std::vector<ConvCase> implicitGemmCases(DType dtype) {
       {{2, 64, 9, 11}, {40, 64, 3, 3}, A{.stride = {1, 2}, .padding = {1, 1}}, true, dtype},
       {{1, 64, 7, 7}, {34, 32, 3, 3}, A{.padding = {2, 1}, .dilation = {2, 2}, .groups = 2}, false, dtype},
       {{2, 64, 20, 20}, {130, 64, 3, 3}, A{.padding = {1, 1}}, true, dtype},  // 3 x 4 tiles of 64 x 256
+      // ... dilated: the same in f32 (which takes Winograd without dilation), K = 576, 3 tile rows
+      {{2, 64, 20, 20}, {130, 64, 3, 3}, A{.padding = {2, 2}, .dilation = {2, 2}}, true, dtype},
   };
 }
 
@@ -205,8 +207,8 @@ TEST_F(ConvConformanceTest, Conv2dImplicitGemm) {
 
 // A 1x1 convolution of stride 1 without padding, groups or bias is a
 // product, weight [O, C] @ input [N, C, H * W] (template_conv.cpp's
-// pointwiseProductSpec; the implicit GEMM's 1x1 cases above have bias or
-// stride). f32 takes it where there are 64 or more output channels and 256
+// pointwiseProductSpec; the implicit GEMM's 1x1 cases above have bias,
+// stride or groups). f32 takes it where there are 64 or more output channels and 256
 // or more pixels per image: edge tiles in both (70 channels of 289 pixels,
 // a row length no multiple of 4), whole tiles, an unbatched input, and
 // 14x14 and 7x7 images, which stay on the implicit GEMM.
