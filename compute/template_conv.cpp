@@ -640,7 +640,8 @@ class Conv final : public KernelTemplate {
 
   std::vector<const KernelSource*> variants(const OpSpec& op, DType dtype) const override {
     std::vector<const KernelSource*> all = {&source(op, dtype)};
-    for (bool inside : transposed_ ? std::initializer_list<bool>{false} : std::initializer_list<bool>{false, true}) {
+    for (bool inside : {false, true}) {
+      if (inside && transposed_) continue;  // X_ALL_INSIDE is for convolutions, not transposed ones
       auto tile = [&](int bn, int bk, bool vec4) {
         GemmTile t{64, bn, bk, vec4};
         t.allInside = inside;

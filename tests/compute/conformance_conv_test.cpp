@@ -208,10 +208,11 @@ TEST_F(ConvConformanceTest, Conv2dImplicitGemm) {
 // A 1x1 convolution of stride 1 without padding, groups or bias is a
 // product, weight [O, C] @ input [N, C, H * W] (template_conv.cpp's
 // pointwiseProductSpec; the implicit GEMM's 1x1 cases above have bias,
-// stride or groups). f32 takes it where there are 64 or more output channels and 256
-// or more pixels per image: edge tiles in both (70 channels of 289 pixels,
-// a row length no multiple of 4), whole tiles, an unbatched input, and
-// 14x14 and 7x7 images, which stay on the implicit GEMM.
+// stride or groups). f32 takes it where there are 64 or more output
+// channels and 256 or more pixels per image: edge tiles in both (70
+// channels of 289 pixels, a row length no multiple of 4), whole tiles, an
+// unbatched input, and 14x14 and 7x7 images, which stay on the implicit
+// GEMM.
 TEST_F(ConvConformanceTest, Conv2dPointwiseProduct) {
   using A = Conv2dArgs;
   const ConvCase cases[] = {
