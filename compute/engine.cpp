@@ -305,6 +305,8 @@ void Engine::enqueueTransfer(const std::string& owner, std::shared_ptr<Buffer> s
 
 void Engine::waitIdle() { impl_->stream.waitIdle(); }
 Engine::JobOrdering Engine::jobOrdering() const { return impl_->stream.jobOrdering(); }
+
+std::map<std::string, uint64_t> Engine::kernelDispatches() const { return impl_->kernels.dispatches(); }
 void Engine::holdSubmits() { impl_->stream.hold(); }
 void Engine::releaseSubmits() { impl_->stream.release(); }
 

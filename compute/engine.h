@@ -13,6 +13,7 @@
 #include <exception>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -244,6 +245,13 @@ class Engine {
     uint64_t overlapped = 0;
   };
   JobOrdering jobOrdering() const;
+
+  // Since the engine started: the dispatches recorded of each built-in
+  // kernel variant, by its name ("matmul|f32|fast128x128|bn|v4|in",
+  // "conv_gemm|f16|128x128x32|v1|coop64x32"). Which kernel an op took on
+  // this device: the daemon exports it as tensord_kernel_dispatches_total.
+  // User kernels are not counted here.
+  std::map<std::string, uint64_t> kernelDispatches() const;
 
  private:
   void checkDTypes(const OpSpec& spec, std::span<const TensorView> inputs, std::span<const TensorView> outputs) const;

@@ -8,6 +8,7 @@
 // Thread-safe; pipelines live as long as the cache.
 
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -32,7 +33,13 @@ class KernelCache {
   KernelCache(const Device& device, std::filesystem::path cacheDir, spdlog::logger& log);
   ~KernelCache();  // saves the pipeline cache
 
+  // The pipeline for one dispatch of `source` (compiled on first use): each
+  // call counts as a dispatch recorded (dispatches()).
   const vk::raii::Pipeline& pipeline(const KernelSource& source);
+  // Dispatches recorded since the cache was made, by kernel variant name
+  // (KernelSource::name, "conv_gemm|f32|128x64x8|v4|inside"): which kernel
+  // each op took, for the daemon's metrics and for tests of the routing.
+  std::map<std::string, uint64_t> dispatches() const;
   const vk::raii::PipelineLayout& layout() const { return layout_; }
   const Device& device() const { return device_; }
   void savePipelineCache();
@@ -55,8 +62,12 @@ class KernelCache {
   vk::raii::PipelineLayout layout_;
   vk::raii::PipelineCache pipelineCache_;
 
-  std::mutex mu_;
-  std::unordered_map<const KernelSource*, std::unique_ptr<vk::raii::Pipeline>> pipelines_;  // GUARDED_BY(mu_)
+  struct Entry {
+    std::unique_ptr<vk::raii::Pipeline> pipeline;
+    uint64_t dispatches = 0;
+  };
+  mutable std::mutex mu_;
+  std::unordered_map<const KernelSource*, Entry> pipelines_;  // GUARDED_BY(mu_)
 };
 
 }  // namespace tensord::compute

@@ -223,6 +223,7 @@ StatsSnapshot takeSnapshot(const ServerState& state) {
     s.ops.push_back({.name = name, .completed = op.completed, .failed = op.failed, .latency = op.latency});
   }
   if (s.deviceTimestamps) s.device = m.deviceTimes->snapshot();
+  s.kernels = state.engine.kernelDispatches();
   return s;
 }
 
@@ -292,6 +293,11 @@ std::string renderPrometheus(const StatsSnapshot& s) {
              "download, copy); an op that ran alongside the ones before it counts only what it ran past them.");
     for (const auto& [op, times] : s.device) e.histogram("tensord_op_device_seconds", label("op", op), times);
   }
+  e.family("tensord_kernel_dispatches_total", "counter",
+           "Dispatches recorded of each built-in kernel variant, by its name (family|dtype|variant): which kernel "
+           "the ops took on this device.");
+  for (const auto& [kernel, count] : s.kernels)
+    e.sample("tensord_kernel_dispatches_total", label("kernel", kernel), count);
 
   e.family("tensord_principal_device_bytes", "gauge", "Device memory of the live tensors a principal owns.");
   for (const auto& p : s.principals)

@@ -198,6 +198,17 @@ TEST_F(IntegrationMetrics, PrometheusEndpointParsesAndMovesWithCalls) {
   EXPECT_GE(after.value("tensord_principal_tensors{" + me + "}"), 2);
   EXPECT_GE(after.value("tensord_principal_device_bytes{" + me + "}"), 8192);
   EXPECT_EQ(after.value("tensord_principal_sessions{" + me + "}"), 1);
+  // Which kernels the calls took: relu's once, mul's once.
+  EXPECT_EQ(after.doc["types"]["tensord_kernel_dispatches"], "counter");
+  auto kernelDispatches = [&](const std::string& family) {
+    double n = 0;
+    for (const auto& [sample, v] : after.doc["samples"].items()) {
+      if (sample.starts_with("tensord_kernel_dispatches_total{kernel=\"" + family + "|")) n += v.get<double>();
+    }
+    return n;
+  };
+  EXPECT_EQ(kernelDispatches("relu"), 1);
+  EXPECT_EQ(kernelDispatches("mul"), 1);
   if (client->daemonStats().deviceTimestamps) {
     EXPECT_EQ(after.doc["types"]["tensord_op_device_seconds"], "histogram");
     EXPECT_EQ(after.value("tensord_op_device_seconds_count{op=\"relu\"}"), 1);

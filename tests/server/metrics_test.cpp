@@ -111,6 +111,7 @@ StatsSnapshot sampleSnapshot() {
   s.device["add"].observe(1e-6);
   s.device["upload"].observe(5e-3);
   s.principals.push_back({.name = "we\\ird\"name\n", .deviceBytes = 7});
+  s.kernels["conv_gemm|f32|64x128x8|v4|inside"] = 3;
   return s;
 }
 
@@ -128,6 +129,8 @@ TEST(Prometheus, RendersFamiliesHistogramsAndEscapedLabels) {
   EXPECT_TRUE(has("tensord_op_duration_seconds_count{op=\"add\"} 2")) << text;
   EXPECT_TRUE(has("tensord_op_device_seconds_count{op=\"upload\"} 1")) << text;
   EXPECT_TRUE(has("tensord_device_memory_bytes{state=\"live\"} 1024")) << text;
+  EXPECT_TRUE(has("# TYPE tensord_kernel_dispatches_total counter")) << text;
+  EXPECT_TRUE(has("tensord_kernel_dispatches_total{kernel=\"conv_gemm|f32|64x128x8|v4|inside\"} 3")) << text;
   // Backslash, double quote and newline are escaped in label values.
   EXPECT_TRUE(has("tensord_principal_device_bytes{principal=\"we\\\\ird\\\"name\\n\"} 7")) << text;
   EXPECT_NE(text.find("name=\"GPU \\\"one\\\"\""), std::string::npos) << text;
