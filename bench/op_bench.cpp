@@ -39,19 +39,19 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
-#include <functional>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <future>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -286,6 +286,7 @@ struct Figures {
   std::string clientError;
   double coldSeconds = -1;  // chains: the first chain, per call
   uint64_t reservedBefore = 0, peakReserved = 0;
+  std::vector<std::string> kernels;  // the kernel variants the case's calls dispatched
 };
 
 Figures measure(Engine& engine, DeviceClock& clock, const OpSpec& spec, const Case& c, int repeats,
@@ -429,7 +430,14 @@ int main(int argc, char** argv) {
       try {
         const OpSpec* spec = engine.ops().find(c.op);
         if (!spec) throw std::runtime_error("no op " + c.op);
-        measured.emplace_back(&c, measure(engine, clock, *spec, c, repeats, minTrialMs));
+        engine.waitIdle();
+        const std::map<std::string, uint64_t> before = engine.kernelDispatches();
+        Figures f = measure(engine, clock, *spec, c, repeats, minTrialMs);
+        for (const auto& [name, count] : engine.kernelDispatches()) {
+          auto it = before.find(name);
+          if (count > (it == before.end() ? 0 : it->second)) f.kernels.push_back(name);
+        }
+        measured.emplace_back(&c, std::move(f));
       } catch (const std::exception& e) {
         std::printf("%s\n", nlohmann::json{{"case", c.name}, {"error", e.what()}}.dump().c_str());
         std::fflush(stdout);
@@ -460,6 +468,7 @@ int main(int argc, char** argv) {
     if (f.deviceSeconds >= 0) row["device_seconds"] = f.deviceSeconds;
     if (f.clientSeconds >= 0) row["client_seconds"] = f.clientSeconds;
     if (!f.clientError.empty()) row["client_error"] = f.clientError;
+    row["kernels"] = f.kernels;
     if (f.coldSeconds >= 0) {
       row["cold_seconds"] = f.coldSeconds;
       row["reserved_before_bytes"] = f.reservedBefore;

@@ -21,7 +21,8 @@ call on both sides; their rows also show the device memory tensord reserved.
 Independent cases (_indepN) are N calls on N distinct sets of tensors, per
 call on both sides; PyTorch replays them from a CUDA graph, so its figure is
 the device's, not Python's launch rate. With --json FILE the rows also go to
-FILE as one JSON document."""
+FILE as one JSON document, each with the kernel variants its calls
+dispatched ("kernels")."""
 import json
 import subprocess
 import sys
@@ -239,7 +240,8 @@ def main():
                "tensord_seconds_per_call": r["seconds"], "device_seconds_per_call": r.get("device_seconds"),
                "client_seconds_per_call": r.get("client_seconds"), "pytorch_seconds_per_call": t,
                "host_bound": host_bound}
-        out.update({k: r[k] for k in ("peak_reserved_bytes", "reserved_before_bytes", "cold_seconds", "client_error")
+        out.update({k: r[k] for k in ("peak_reserved_bytes", "reserved_before_bytes", "cold_seconds", "client_error",
+                                      "kernels")
                     if k in r})
         doc["rows"].append(out)
         fmt = lambda v, scale=1: f"{v * scale:9.1f}" if v is not None else f"{'-':>9}"
