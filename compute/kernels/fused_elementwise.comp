@@ -46,22 +46,24 @@ void fused_element(uint i, T e[INPUTS]) {
   FUSED_BODY
 }
 
-// As elementwise.comp: the dense loop keeps UNROLL elements' loads in flight.
+// As elementwise.comp: the dense loop keeps UNROLL elements' loads in
+// flight, each workgroup on a contiguous chunk of UNROLL x 256 per pass.
 #define UNROLL 4u
+#define CHUNK (UNROLL * 256u)
 
 void main() {
   uint stride = gl_NumWorkGroups.x * 256u;
   if (p.dense != 0u) {
-    for (uint i0 = gl_GlobalInvocationID.x; i0 < p.n; i0 += UNROLL * stride) {
+    for (uint i0 = gl_WorkGroupID.x * CHUNK + gl_LocalInvocationID.x; i0 < p.n; i0 += gl_NumWorkGroups.x * CHUNK) {
       T ev[UNROLL][INPUTS];
       for (uint j = 0u; j < UNROLL; ++j) {
-        uint i = i0 + j * stride;
+        uint i = i0 + j * 256u;
         if (i < p.n) {
           LOAD_DENSE(ev[j], i);
         }
       }
       for (uint j = 0u; j < UNROLL; ++j) {
-        uint i = i0 + j * stride;
+        uint i = i0 + j * 256u;
         if (i < p.n) fused_element(i, ev[j]);
       }
     }
