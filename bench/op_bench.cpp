@@ -15,7 +15,9 @@
 //     are taken and the engine is gone (--tensord PATH, default the one built
 //     beside it; --no-client skips it), timed the same way: what a remote
 //     caller's pipelined calls see.
-// The rows are printed once every case has its figures.
+// Each row also lists "kernels": the kernel variants the case's calls
+// dispatched on the engine (Engine::kernelDispatches), the path behind its
+// figures. The rows are printed once every case has its figures.
 // bench/op_bench.py runs the same cases with PyTorch on the same GPU in the
 // same run and prints the ratios.
 //

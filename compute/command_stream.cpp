@@ -50,6 +50,16 @@ std::chrono::nanoseconds spinFor(const Device& device, const char* variable, std
 // vkWaitForFences: a tiny op's batch is done within microseconds, and a
 // blocking wait adds the driver's wake-up (an interrupt and a scheduler
 // round) to every such round trip.
+// TENSORD_MAX_WORKGROUPS: a cap on each axis of a dispatch's grid (0: the
+// device's limits alone), for tests.
+uint32_t groupCap() {
+  const char* env = std::getenv("TENSORD_MAX_WORKGROUPS");
+  if (env == nullptr) return 0;
+  char* end = nullptr;
+  const unsigned long n = std::strtoul(env, &end, 10);
+  return end != env && *end == '\0' && n <= 0xffffffffUL ? uint32_t(n) : 0;
+}
+
 std::chrono::nanoseconds completionSpin(const Device& device) {
   return spinFor(device, "TENSORD_COMPLETION_SPIN_US", std::chrono::microseconds(100));
 }
@@ -239,6 +249,7 @@ CommandStream::CommandStream(const Device& device, KernelCache& kernels, Caching
       completionSpin_(completionSpin(device)),
       submitSpin_(submitSpin(device)),
       overlapJobs_(overlapJobs()),
+      groupCap_(groupCap()),
       fairSharing_(fairSharing),
       queue_(kBatchLimits) {
   // timestampComputeAndGraphics promises timestamps on every compute queue;
@@ -418,6 +429,9 @@ void CommandStream::record(Frame& frame) {
   frame.arena.reset();
   uint32_t maxGroups[3];
   std::copy_n(device_.limits().maxComputeWorkGroupCount.begin(), 3, maxGroups);
+  if (groupCap_ > 0) {
+    for (uint32_t& m : maxGroups) m = std::min(m, groupCap_);
+  }
   frame.recorder = std::make_unique<BatchRecorder>(frame.cmd, kernels_, frame.arena, allocator_, maxGroups);
   BatchRecorder& recorder = *frame.recorder;
   try {

@@ -194,6 +194,10 @@ class CommandStream {
   // Jobs independent of the ones since the last barrier skip theirs
   // (BatchRecorder::beginJob); TENSORD_OVERLAP_JOBS=0 puts a barrier before every job.
   const bool overlapJobs_;
+  // TENSORD_MAX_WORKGROUPS=N caps the workgroups of a dispatch on each axis
+  // at N (at most the device's limit), so that tests can take the kernels'
+  // grid-stride loops through several passes on small tensors.
+  const uint32_t groupCap_;
   std::atomic<uint64_t> barriers_{0}, overlapped_{0};  // see jobOrdering()
 
   std::mutex mu_;

@@ -248,8 +248,9 @@ class Engine {
 
   // Since the engine started: the dispatches recorded of each built-in
   // kernel variant, by its name ("matmul|f32|fast128x128|bn|v4|in",
-  // "conv_gemm|f16|128x128x32|v1|coop64x32"). Which kernel an op took on
-  // this device: the daemon exports it as tensord_kernel_dispatches_total.
+  // "conv_gemm|f16|64x256x32|v1|coop32x64|taps"). Which kernel an op took
+  // on this device (an op may record several: a Winograd conv 4, a split-K
+  // product 2): the daemon exports it as tensord_kernel_dispatches_total.
   // User kernels are not counted here.
   std::map<std::string, uint64_t> kernelDispatches() const;
 

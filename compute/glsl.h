@@ -20,6 +20,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "compute/dtype.h"
@@ -78,13 +79,20 @@ std::string_view embeddedKernelFile(std::string_view name);
 
 // Kernel sources generated on demand and kept for the life of the template
 // (the kernel cache keys pipelines by KernelSource address). Thread-safe.
+// The key names the source, unless getNamed gives it another name: variants
+// that differ in what a caller chooses (an elementwise op's expression, with
+// its attributes) share one, so the metrics have a bounded set of names.
 class KernelVariants {
  public:
   template <typename Make>
   const KernelSource& get(const std::string& key, Make&& make) const {
+    return getNamed(key, key, std::forward<Make>(make));
+  }
+  template <typename Make>
+  const KernelSource& getNamed(const std::string& key, const std::string& name, Make&& make) const {
     std::lock_guard lock(mu_);
     auto& slot = sources_[key];
-    if (!slot) slot = std::make_unique<KernelSource>(KernelSource{key, make()});
+    if (!slot) slot = std::make_unique<KernelSource>(KernelSource{name, make()});
     return *slot;
   }
 

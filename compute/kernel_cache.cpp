@@ -250,13 +250,16 @@ vk::raii::Pipeline KernelCache::createPipeline(const std::vector<uint32_t>& orig
 }
 
 const vk::raii::Pipeline& KernelCache::pipeline(const KernelSource& source) {
+  const vk::raii::Pipeline& p = compiled(source);
+  std::lock_guard lock(countsMu_);
+  ++counts_[&source];
+  return p;
+}
+
+const vk::raii::Pipeline& KernelCache::compiled(const KernelSource& source) {
   std::lock_guard lock(mu_);
-  Entry& entry = pipelines_[&source];
-  auto& slot = entry.pipeline;
-  if (slot) {
-    ++entry.dispatches;
-    return *slot;
-  }
+  auto& slot = pipelines_[&source];
+  if (slot) return *slot;
   auto words = spirv(source);
   const bool bf16 = source.glsl.find("#define " + std::string(kBf16OperandsDefine) + "\n") != std::string::npos;
   words = forDevice(source.name, std::move(words), bf16);
@@ -271,16 +274,13 @@ const vk::raii::Pipeline& KernelCache::pipeline(const KernelSource& source) {
   slot = std::make_unique<vk::raii::Pipeline>(
       vkCall("vkCreateComputePipelines", [&] { return vk::raii::Pipeline(device_.device(), pipelineCache_, info); }));
   if (stats) logPipelineStats(device_.device(), *slot, source.name, log_);
-  entry.dispatches = 1;
   return *slot;
 }
 
 std::map<std::string, uint64_t> KernelCache::dispatches() const {
-  std::map<std::string, uint64_t> byName;  // templates of one family may share a variant's name
-  std::lock_guard lock(mu_);
-  for (const auto& [source, entry] : pipelines_) {
-    if (entry.dispatches > 0) byName[source->name] += entry.dispatches;
-  }
+  std::map<std::string, uint64_t> byName;  // variants of one family may share a name
+  std::lock_guard lock(countsMu_);
+  for (const auto& [source, count] : counts_) byName[source->name] += count;
   return byName;
 }
 

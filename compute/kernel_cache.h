@@ -34,11 +34,12 @@ class KernelCache {
   ~KernelCache();  // saves the pipeline cache
 
   // The pipeline for one dispatch of `source` (compiled on first use): each
-  // call counts as a dispatch recorded (dispatches()).
+  // call that returns one counts as a dispatch recorded (dispatches()).
   const vk::raii::Pipeline& pipeline(const KernelSource& source);
   // Dispatches recorded since the cache was made, by kernel variant name
-  // (KernelSource::name, "conv_gemm|f32|128x64x8|v4|inside"): which kernel
+  // (KernelSource::name, "conv_gemm|f32|64x128x8|v4|inside"): which kernel
   // each op took, for the daemon's metrics and for tests of the routing.
+  // Takes a lock of its own, never held across a compile.
   std::map<std::string, uint64_t> dispatches() const;
   const vk::raii::PipelineLayout& layout() const { return layout_; }
   const Device& device() const { return device_; }
@@ -62,12 +63,12 @@ class KernelCache {
   vk::raii::PipelineLayout layout_;
   vk::raii::PipelineCache pipelineCache_;
 
-  struct Entry {
-    std::unique_ptr<vk::raii::Pipeline> pipeline;
-    uint64_t dispatches = 0;
-  };
-  mutable std::mutex mu_;
-  std::unordered_map<const KernelSource*, Entry> pipelines_;  // GUARDED_BY(mu_)
+  const vk::raii::Pipeline& compiled(const KernelSource& source);
+
+  std::mutex mu_;                                                                           // held across compiles
+  std::unordered_map<const KernelSource*, std::unique_ptr<vk::raii::Pipeline>> pipelines_;  // GUARDED_BY(mu_)
+  mutable std::mutex countsMu_;
+  std::unordered_map<const KernelSource*, uint64_t> counts_;  // GUARDED_BY(countsMu_)
 };
 
 }  // namespace tensord::compute

@@ -131,8 +131,9 @@ class Elementwise final : public KernelTemplate {
     std::string expr = spec_.expr(attrs, compute);
     std::string key = op.name + "|" + std::string(dtypeName(compute)) + ">" + std::string(dtypeName(out)) + "|";
     for (size_t k = 0; k < ops.size(); ++k) key += ops[k].tensor ? std::string(dtypeName(inDTypes[k])) : "s";
+    const std::string name = key;  // without the expression: "relu|f32>f32|f32"
     key += "|" + expr;
-    return variants_.get(key, [&] {
+    return variants_.getNamed(key, name, [&] {
       GlslBuilder b(compute);
       using R = ElementwiseSpec::Result;
       R result = spec_.resultFor ? spec_.resultFor(attrs) : spec_.result;

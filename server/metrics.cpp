@@ -294,8 +294,8 @@ std::string renderPrometheus(const StatsSnapshot& s) {
     for (const auto& [op, times] : s.device) e.histogram("tensord_op_device_seconds", label("op", op), times);
   }
   e.family("tensord_kernel_dispatches_total", "counter",
-           "Dispatches recorded of each built-in kernel variant, by its name (family|dtype|variant): which kernel "
-           "the ops took on this device.");
+           "Dispatches recorded of each built-in kernel variant, by the variant's name: which kernels the ops "
+           "took on this device.");
   for (const auto& [kernel, count] : s.kernels)
     e.sample("tensord_kernel_dispatches_total", label("kernel", kernel), count);
 

@@ -30,8 +30,9 @@ layout(push_constant) uniform Push {
 // A pass of the dense loops gives each workgroup one contiguous chunk of
 // UNROLL x 256 elements (or groups of 4), its invocations' loads 256 apart
 // within it. Strided across the whole grid instead (each load a grid's
-// width from the invocation's last), the same loads took about 1% longer
-// on an H100 (64 MiB elementwise ops, device time, docs/PERFORMANCE.md).
+// width from the invocation's last), the same ops took 0.6-1.4% longer on
+// an H100 by device time, in every case and round (docs/PERFORMANCE.md,
+// "Changes of the seventh round").
 #define CHUNK (UNROLL * 256u)
 
 // VEC4 (float values stored as f32, f16 or bf16; the generator defines
@@ -115,7 +116,6 @@ void main() {
     return;
   }
 #endif
-  uint stride = gl_NumWorkGroups.x * 256u;
   if (p.dense != 0u) {
     for (uint i0 = gl_WorkGroupID.x * CHUNK + gl_LocalInvocationID.x; i0 < p.n; i0 += gl_NumWorkGroups.x * CHUNK) {
       T av[UNROLL];
@@ -162,6 +162,7 @@ void main() {
     }
     return;
   }
+  uint stride = gl_NumWorkGroups.x * 256u;
   for (uint i = gl_GlobalInvocationID.x; i < p.n; i += stride) {
     uint ia = i, ib = i, ic = i, id = i;
     if (p.dense == 0u) {

@@ -52,7 +52,6 @@ void fused_element(uint i, T e[INPUTS]) {
 #define CHUNK (UNROLL * 256u)
 
 void main() {
-  uint stride = gl_NumWorkGroups.x * 256u;
   if (p.dense != 0u) {
     for (uint i0 = gl_WorkGroupID.x * CHUNK + gl_LocalInvocationID.x; i0 < p.n; i0 += gl_NumWorkGroups.x * CHUNK) {
       T ev[UNROLL][INPUTS];
@@ -69,6 +68,7 @@ void main() {
     }
     return;
   }
+  uint stride = gl_NumWorkGroups.x * 256u;
   for (uint i = gl_GlobalInvocationID.x; i < p.n; i += stride) {
     uint idx[INPUTS];
     for (uint k = 0u; k < INPUTS; ++k) idx[k] = 0u;

@@ -4,10 +4,13 @@
 // operands, PyTorch type promotion and the error paths.
 
 #include <cmath>
+#include <cstdlib>
 #include <functional>
+#include <future>
 #include <limits>
 
 #include "compute/error.h"
+#include "compute/template_fused.h"
 #include "compute/template_util.h"
 #include "tests/compute/conformance.h"
 
@@ -424,19 +427,64 @@ TEST_F(ConformanceTest, LargeTensorsPastTheWorkgroupLimit) {
   EXPECT_EQ(bad, 0u);
 }
 
-// The dense loop past the workgroup limit: 67.2M u8 elements are more than
-// 65535 workgroups of 1024 (its chunk per pass), so some workgroups take a
-// second chunk a grid's width further on. Checked on the device (the host
-// copies would be large): every element 6, none missed or written twice.
-TEST_F(ConformanceTest, DenseLoopPastTheWorkgroupLimit) {
-  constexpr int64_t kN = 67'200'000;
-  auto x = run("full", {}, {{"size", Shape{kN}}, {"fill_value", int64_t(3)}, {"dtype", std::string("u8")}})[0];
-  auto y = run("add", {x, x})[0];
-  ASSERT_EQ(y.desc.dtype, DType::U8);
-  auto sum = get(run("sum", {y})[0]), lo = get(run("amin", {y})[0]), hi = get(run("amax", {y})[0]);
-  EXPECT_EQ(sum.values, std::vector<double>{6.0 * kN});
-  EXPECT_EQ(lo.values, std::vector<double>{6.0});
-  EXPECT_EQ(hi.values, std::vector<double>{6.0});
+// Every loop of the elementwise kernels past its first pass, on an engine
+// whose dispatches are capped at 3 workgroups (TENSORD_MAX_WORKGROUPS), so
+// each workgroup takes many chunks: the 4-wide loop, the scalar dense loop
+// (a length not a multiple of 4), the strided loop (a broadcast operand)
+// and a fused kernel's dense loop. Each runs in place (the output is its
+// first input, x[i] = i): an element missed keeps i, one taken twice gets
+// the op applied twice.
+TEST_F(ConformanceTest, ElementwiseLoopsPastTheWorkgroupCap) {
+  ::setenv("TENSORD_MAX_WORKGROUPS", "3", 1);
+  auto capped = limitedEngine(64 << 20, "group-cap");
+  ::unsetenv("TENSORD_MAX_WORKGROUPS");
+  Engine* on = capped.get();
+  auto arange = [&](int64_t n) { return run("arange", {}, {{"end", n}, {"dtype", std::string("f32")}}, on)[0]; };
+  auto inPlace = [&](const OpSpec& spec, std::vector<TensorView> in, const Attrs& attrs) {
+    std::promise<void> done;
+    capped->enqueueOp("test", spec, in, {in[0]}, attrs, [&done](std::exception_ptr e) {
+      if (e)
+        done.set_exception(e);
+      else
+        done.set_value();
+    });
+    done.get_future().get();
+  };
+  auto expectEach = [&](const TensorView& t, const std::function<double(int64_t)>& want, const std::string& what) {
+    const std::vector<float> got = download(t, on);
+    size_t bad = 0, first = got.size();
+    for (size_t i = 0; i < got.size(); ++i) {
+      if (got[i] != float(want(int64_t(i)))) {
+        if (bad++ == 0) first = i;
+      }
+    }
+    EXPECT_EQ(bad, 0u) << what << ": first at " << first << ": " << (first < got.size() ? got[first] : 0.0f)
+                       << ", expected " << (first < got.size() ? want(int64_t(first)) : 0.0);
+  };
+  const OpSpec& add = *capped->ops().find("add");
+  const Attrs none = validateAttrs(add, {});
+  for (int64_t n : {int64_t(100'000), int64_t(100'003)}) {  // 4-wide loop; scalar dense loop
+    auto x = arange(n), half = run("full", {}, {{"size", Shape{n}}, {"fill_value", 0.5}}, on)[0];
+    inPlace(add, {x, half}, none);
+    expectEach(
+        x, [](int64_t i) { return double(i) + 0.5; }, "add of " + std::to_string(n));
+  }
+  auto x = arange(100'000), row = run("full", {}, {{"size", Shape{100}}, {"fill_value", 0.5}}, on)[0];
+  x.desc.shape = {1000, 100};
+  inPlace(add, {x, row}, none);
+  expectEach(
+      x, [](int64_t i) { return double(i) + 0.5; }, "add of a broadcast row");
+  // Fused: (x + 0.5) * 0.5.
+  const OpSpec& mul = *capped->ops().find("mul");
+  const Attrs mulAttrs = validateAttrs(mul, {});
+  const TensorDesc desc{DType::F32, {100'000}};
+  FusedCall first{.spec = &add, .attrs = &none, .inputs = {0, 1}, .inputDescs = {desc, desc}};
+  FusedCall second{.spec = &mul, .attrs = &mulAttrs, .inputs = {-1, 1}, .inputDescs = {desc, desc}};
+  auto fused = fuseElementwise({first, second}, {desc, desc}, {1}, desc.shape);
+  auto y = arange(100'000), half = run("full", {}, {{"size", Shape{100'000}}, {"fill_value", 0.5}}, on)[0];
+  inPlace(*fused, {y, half}, Attrs{});
+  expectEach(
+      y, [](int64_t i) { return (double(i) + 0.5) * 0.5; }, "fused add, mul");
 }
 
 TEST_F(ConformanceTest, ElementwiseErrorsNameOpArgumentExpectedAndGot) {

@@ -2,8 +2,8 @@
 // the results of every path; these tests check that a case meant for a path
 // still takes it, through Engine::kernelDispatches(), so a routing rule that
 // silently stopped choosing a path fails here rather than only in a
-// benchmark. f32 routing is the same on every device; f16's depends on
-// whether the device has tensor cores (cooperative matrices).
+// benchmark. f32 routing is the same on every device; f16's and bf16's
+// depend on whether the device has tensor cores (cooperative matrices).
 
 #include <map>
 #include <string>
