@@ -46,10 +46,6 @@ std::chrono::nanoseconds spinFor(const Device& device, const char* variable, std
   return device.info().kind == "cpu" || !bigHost ? std::chrono::nanoseconds(0) : std::chrono::nanoseconds(onGpu);
 }
 
-// How long the completion thread polls a batch's fence before it blocks in
-// vkWaitForFences: a tiny op's batch is done within microseconds, and a
-// blocking wait adds the driver's wake-up (an interrupt and a scheduler
-// round) to every such round trip.
 // TENSORD_MAX_WORKGROUPS: a cap on each axis of a dispatch's grid (0: the
 // device's limits alone), for tests.
 uint32_t groupCap() {
@@ -60,6 +56,10 @@ uint32_t groupCap() {
   return end != env && *end == '\0' && n <= 0xffffffffUL ? uint32_t(n) : 0;
 }
 
+// How long the completion thread polls a batch's fence before it blocks in
+// vkWaitForFences: a tiny op's batch is done within microseconds, and a
+// blocking wait adds the driver's wake-up (an interrupt and a scheduler
+// round) to every such round trip.
 std::chrono::nanoseconds completionSpin(const Device& device) {
   return spinFor(device, "TENSORD_COMPLETION_SPIN_US", std::chrono::microseconds(100));
 }

@@ -56,6 +56,8 @@ class KernelCache {
   // the KHR extension where the device enabled that one (spirv_coop.h).
   // Throws ComputeError (unsupported) naming `name` if they cannot be.
   std::vector<uint32_t> forDevice(const std::string& name, std::vector<uint32_t> spirv, bool bf16) const;
+  // The pipeline of `source`, compiled on first use (under mu_).
+  const vk::raii::Pipeline& compiled(const KernelSource& source);
 
   const Device& device_;
   std::filesystem::path cacheDir_;
@@ -63,9 +65,7 @@ class KernelCache {
   vk::raii::PipelineLayout layout_;
   vk::raii::PipelineCache pipelineCache_;
 
-  const vk::raii::Pipeline& compiled(const KernelSource& source);
-
-  std::mutex mu_;                                                                           // held across compiles
+  std::mutex mu_;  // held across compiles
   std::unordered_map<const KernelSource*, std::unique_ptr<vk::raii::Pipeline>> pipelines_;  // GUARDED_BY(mu_)
   mutable std::mutex countsMu_;
   std::unordered_map<const KernelSource*, uint64_t> counts_;  // GUARDED_BY(countsMu_)
