@@ -359,16 +359,28 @@ Device::Device(const std::string& selector, spdlog::logger& log)
       info_.memoryBytes = std::max<uint64_t>(info_.memoryBytes, memory_.memoryHeaps[i].size);
     }
   }
+  info_.features.sharedMemoryBytes = limits_.maxComputeSharedMemorySize;
+  if (hasExtension(physical_, VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME)) {
+    auto sm = physical_.getProperties2<vk::PhysicalDeviceProperties2, vk::PhysicalDeviceShaderSMBuiltinsPropertiesNV>();
+    info_.features.computeUnits = sm.get<vk::PhysicalDeviceShaderSMBuiltinsPropertiesNV>().shaderSMCount;
+  } else if (hasExtension(physical_, VK_AMD_SHADER_CORE_PROPERTIES_EXTENSION_NAME)) {
+    auto core = physical_.getProperties2<vk::PhysicalDeviceProperties2, vk::PhysicalDeviceShaderCorePropertiesAMD>();
+    const auto& c = core.get<vk::PhysicalDeviceShaderCorePropertiesAMD>();
+    info_.features.computeUnits = c.shaderEngineCount * c.shaderArraysPerEngineCount * c.computeUnitsPerShaderArray;
+  }
   auto maint3 = physical_.getProperties2<vk::PhysicalDeviceProperties2, vk::PhysicalDeviceMaintenance3Properties>();
   info_.maxAllocationBytes = maint3.get<vk::PhysicalDeviceMaintenance3Properties>().maxMemoryAllocationSize;
 
-  log.info("vulkan device: {} ({}, {}, Vulkan {}, {} MiB device-local, {} KiB shared memory per workgroup; int64 {}, "
-           "16-bit storage {}, 8-bit storage {}, f16 cooperative matrix {}, bf16 {})",
-           info_.name, info_.kind, info_.driver, info_.apiVersion, info_.memoryBytes >> 20,
-           limits_.maxComputeSharedMemorySize >> 10, info_.features.int64,
-           info_.features.storage16, info_.features.storage8,
-           !info_.features.coopMatrixF16 ? "no" : info_.features.coopMatrixKhr ? "KHR" : "NV",
-           info_.features.coopMatrixBf16);
+  log.info(
+      "vulkan device: {} ({}, {}, Vulkan {}, {} MiB device-local, {} KiB shared memory per workgroup; int64 {}, "
+      "16-bit storage {}, 8-bit storage {}, f16 cooperative matrix {}, bf16 {}, compute units {})",
+      info_.name, info_.kind, info_.driver, info_.apiVersion, info_.memoryBytes >> 20,
+      limits_.maxComputeSharedMemorySize >> 10, info_.features.int64, info_.features.storage16, info_.features.storage8,
+      !info_.features.coopMatrixF16  ? "no"
+      : info_.features.coopMatrixKhr ? "KHR"
+                                     : "NV",
+      info_.features.coopMatrixBf16,
+      info_.features.computeUnits ? std::to_string(info_.features.computeUnits) : "not reported");
   if (hasExtension(physical_, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME)) {
     log.info("cooperative matrix products (NV): {}", productsStr(coopMatrixProducts(physical_)));
   }

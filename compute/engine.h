@@ -93,6 +93,12 @@ struct DeviceFeatures {
   // the driver's statistics (registers, shared memory, stack), for tuning
   // kernels (docs/design.md, "Kernels are .comp files").
   bool pipelineStats = false;
+  // The device class the tiled kernels choose their tiles for:
+  // maxComputeSharedMemorySize (at least 16 KiB on every device), and its
+  // compute units (NVIDIA's SMs through VK_NV_shader_sm_builtins, AMD's CUs
+  // through VK_AMD_shader_core_properties; 0: not reported).
+  uint32_t sharedMemoryBytes = 16384;
+  uint32_t computeUnits = 0;
 };
 
 struct DeviceInfo {

@@ -541,7 +541,9 @@ class Conv final : public KernelTemplate {
 
   // The tile for this call; `weightVec4`: the weight moves as vectors
   // (a conv, not transposed, K a multiple of 4, an aligned weight).
-  GemmTile gemmTile(const ConvGeometry& g, int64_t pixels, int64_t units, bool weightVec4, bool coop) const {
+  // `features`: the device class (shared memory, compute units); nullptr: an H100's.
+  GemmTile gemmTile(const ConvGeometry& g, int64_t pixels, int64_t units, bool weightVec4, bool coop,
+                    const DeviceFeatures* features) const {
     const int64_t og = g.o / g.groups;
     GemmTile t;
     t.weightVec4 = weightVec4;
@@ -551,13 +553,19 @@ class Conv final : public KernelTemplate {
       t.weightVec4 = weightVec4;
       return t;
     }
-    if (weightVec4 && g.kh * g.kw > 1) {
+    // K steps of 16 take 17 KiB of shared memory (conv_gemm.comp's As and
+    // Bs), more than the 16 KiB some devices have.
+    const bool steps16 = !features || features->sharedMemoryBytes >= 2 * 16 * 2 * (64 / 4 + 1) * 16;
+    if (weightVec4 && g.kh * g.kw > 1 && steps16) {
       t.bk = 16;  // half the barriers; with scalar weights or 1x1 kernels measured slower
       return t;
     }
-    // 64-pixel tiles unless 128-pixel ones still give each SM of a large
-    // GPU about three workgroups.
-    if (units * ((og + 63) / 64) * ((pixels + 127) / 128) >= kGemmWideTiles) t.bn = 128;
+    // 64-pixel tiles unless 128-pixel ones still give each SM of the GPU
+    // about three workgroups (kGemmWideTiles on an H100's 132 SMs).
+    int64_t wide = kGemmWideTiles;
+    if (features && features->computeUnits > 0)
+      wide = std::max<int64_t>(16, features->computeUnits * kGemmWideTiles / 132);
+    if (units * ((og + 63) / 64) * ((pixels + 127) / 128) >= wide) t.bn = 128;
     return t;
   }
 
@@ -594,7 +602,7 @@ class Conv final : public KernelTemplate {
     const DType dtype = in[0].desc.dtype;
     const bool coop = features && ((dtype == DType::F16 && features->coopMatrixF16) ||
                                    (dtype == DType::BF16 && features->coopMatrixBf16 && tapMajor(g)));
-    GemmTile tile = gemmTile(g, pixels, units, weightVec4, coop);
+    GemmTile tile = gemmTile(g, pixels, units, weightVec4, coop, features);
     tile.allInside = !coop && !transposed_ && g.ph == 0 && g.pw == 0;
     ConvGemmPush push{};
     push.y = out.buffer->deviceAddress();

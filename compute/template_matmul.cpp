@@ -77,19 +77,25 @@ struct FastConfig {
   bool transB = false;  // b is [N, K] (linear's weight)
   bool aligned = false; // vec4 loads and stores
   bool inner = false;   // every tile wholly inside the product (INNER_ONLY: no edge tiles to compile)
+  bool shortK = false;  // 64x64 tiles in K steps of 8, for devices with less shared memory
 };
 
 // K step: 8 for 128-wide tiles (double-buffered 128x128 tiles then take
 // 17 KiB of shared memory, and 16 costs registers: measured slower), 16 for
-// 64x64 tiles (half the barriers).
+// 64x64 tiles (half the barriers), unless the device's shared memory holds
+// only K steps of 8 (FastConfig::shortK).
 constexpr int kFastBK = 8, kFastBK64 = 16;
-int fastBK(const FastConfig& f) { return f.bm == 64 && f.bn == 64 ? kFastBK64 : kFastBK; }
+int fastBK(const FastConfig& f) { return f.bm == 64 && f.bn == 64 && !f.shortK ? kFastBK64 : kFastBK; }
+
+// Shared memory of a configuration: two buffers of a K step of both tiles,
+// in vec4s with one of padding per row (matmul_fast.comp's As and Bs).
+uint32_t fastSharedBytes(const FastConfig& f) { return uint32_t(2 * fastBK(f) * (f.bm / 4 + 1 + f.bn / 4 + 1) * 16); }
 
 const KernelSource& fastSource(DType dtype, const FastConfig& f) {
   static KernelVariants variants;
   std::string key = "matmul|" + std::string(dtypeName(dtype)) + "|fast" + std::to_string(f.bm) + "x" +
                     std::to_string(f.bn) + (f.transB ? "|bt" : "|bn") + (f.aligned ? "|v4" : "|v1") +
-                    (f.inner ? "|in" : "");
+                    (f.inner ? "|in" : "") + (f.shortK ? "|k8" : "");
   return variants.get(key, [&] {
     GlslBuilder b(dtype);
     b.input("a", dtype).input("b", dtype).input("c", dtype).output("y", dtype);
@@ -108,7 +114,10 @@ std::vector<FastConfig> allFastConfigs() {
     for (int bn : {64, 128}) {
       for (bool transB : {false, true}) {
         for (bool aligned : {false, true}) {
-          for (bool inner : {false, true}) all.push_back({bm, bn, transB, aligned, inner});
+          for (bool inner : {false, true}) {
+            all.push_back({bm, bn, transB, aligned, inner});
+            if (bm == 64 && bn == 64) all.push_back({bm, bn, transB, aligned, inner, true});
+          }
         }
       }
     }
@@ -402,14 +411,20 @@ class Matmul final : public KernelTemplate {
     return c;
   }
 
-  // Output tiles that fill a large GPU (132 SMs on an H100).
-  static constexpr int64_t kEnoughTiles = 192;
+  // Output tiles that fill the GPU: 192 on an H100 (132 SMs), about 1.45
+  // per compute unit where the device reports its count, else the H100's.
+  static int64_t enoughTiles(const DeviceFeatures* features) {
+    constexpr int64_t kH100Tiles = 192, kH100Units = 132;
+    if (!features || features->computeUnits == 0) return kH100Tiles;
+    return std::max<int64_t>(8, int64_t(features->computeUnits) * kH100Tiles / kH100Units);
+  }
 
   // The fast kernel's configuration for this product, or nullopt if it does
   // not apply (integer dtypes, a small M or N, operands without unit
   // stride along their rows or with rows shorter than the product's).
   static std::optional<FastConfig> fastConfig(const Plan& p, int64_t batch, DType dtype,
-                                              std::initializer_list<uint64_t> addresses) {
+                                              std::initializer_list<uint64_t> addresses,
+                                              const DeviceFeatures* features) {
     if (!isFloating(dtype) || p.m < 64 || p.n < 64 || p.k < 1) return std::nullopt;
     // Rows may be longer than the product reads (split-K's slices).
     if (p.sak != 1 || p.sam < p.k) return std::nullopt;
@@ -420,10 +435,17 @@ class Matmul final : public KernelTemplate {
     // 128-wide tiles halve the loads per product over 64-wide ones, but only
     // pay off with enough workgroups to fill a large GPU.
     auto tiles = [&](int bm, int bn) { return batch * ((p.m + bm - 1) / bm) * ((p.n + bn - 1) / bn); };
+    const int64_t enough = enoughTiles(features);
     f.bm = p.m >= 128 ? 128 : 64;
     f.bn = p.n >= 128 ? 128 : 64;
-    if (f.bm == 128 && f.bn == 128 && tiles(128, 128) < kEnoughTiles) f.bm = 64;
-    if (tiles(f.bm, f.bn) < kEnoughTiles) f.bm = 64, f.bn = 64;
+    if (f.bm == 128 && f.bn == 128 && tiles(128, 128) < enough) f.bm = 64;
+    if (tiles(f.bm, f.bn) < enough) f.bm = 64, f.bn = 64;
+    // The tiles the device's shared memory holds (at least 16 KiB: 64x64
+    // tiles in K steps of 8 take 8.5 KiB; without `features`, any).
+    const uint32_t shared = features ? features->sharedMemoryBytes : UINT32_MAX;
+    if (fastSharedBytes(f) > shared) f.bm = 64, f.bn = 64;
+    if (fastSharedBytes(f) > shared) f.shortK = true;
+    if (fastSharedBytes(f) > shared) return std::nullopt;
     int64_t vector = 4;  // elements per vector load
     int64_t vectorBytes = vector * int64_t(dtypeSize(dtype));
     // Every row of a and b, in every batch entry, starts on a whole vector.
@@ -450,13 +472,13 @@ class Matmul final : public KernelTemplate {
   // elements of K so its operands stay 16-byte aligned.
   //
   // The count minimizes an estimate of the time, in units of the product's
-  // on a full GPU: stretched by kEnoughTiles / (tiles * slices) where fewer
+  // on a full GPU: stretched by enoughTiles() / (tiles * slices) where fewer
   // tiles than that run, plus the partial products' trip through memory (8
   // bytes per output and slice), which costs 4 * slices * R / K of it for a
   // kernel that does R FLOPs in the time memory moves a byte. A split is
   // taken only where it promises at least 30% less. For f32 the tiles
   // counted are 128 wide, the fast kernel's best: unsplit, a product of
-  // fewer than kEnoughTiles of them runs on 64-wide tiles (or leaves SMs
+  // fewer than enoughTiles() of them runs on 64-wide tiles (or leaves SMs
   // idle), so the fill term stands for both. On an H100 (2026-11-24,
   // op_bench, M x K x N, two rounds), against the products unsplit unless
   // said otherwise:
@@ -485,7 +507,7 @@ class Matmul final : public KernelTemplate {
     }
     const double tiles = double(((p.m + bm - 1) / bm) * ((p.n + bn - 1) / bn));
     auto cost = [&](int64_t s) {
-      const double fill = std::max(1.0, double(kEnoughTiles) / (tiles * double(s)));
+      const double fill = std::max(1.0, double(enoughTiles(features)) / (tiles * double(s)));
       return fill + (s > 1 ? 4 * flopsPerByte * double(s) / double(p.k) : 0.0);
     };
     int64_t best = 1;
@@ -531,7 +553,7 @@ class Matmul final : public KernelTemplate {
       r.dispatch(coopSource(dtype, *c), push, r.groupsFor(tiles, 1, 0), 1, r.groupsFor(uint64_t(batch), 1, 2));
       return;
     }
-    if (auto f = fastConfig(p, batch, dtype, {push.a, push.b, push.y})) {
+    if (auto f = fastConfig(p, batch, dtype, {push.a, push.b, push.y}, r.features())) {
       r.dispatch(fastSource(dtype, *f), push, r.groupsFor(uint64_t(p.n), uint64_t(f->bn), 0),
                  r.groupsFor(uint64_t(p.m), uint64_t(f->bm), 1), r.groupsFor(uint64_t(batch), 1, 2));
       return;

@@ -1,0 +1,202 @@
+// Tile shapes chosen per device class (DeviceFeatures::sharedMemoryBytes,
+// computeUnits): which kernel variant the matmul and the implicit GEMM pick
+// for a device with little shared memory or few or many compute units, and
+// that the variants only such devices take compute the right products on
+// this device too. The devices here are described to the templates through
+// a recorder whose features() says what the test wants.
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "compute/kernel_templates.h"
+#include "compute/op_spec.h"
+#include "tests/compute/conformance.h"
+
+namespace tensord::compute::testing {
+namespace {
+
+using Ints = std::vector<int64_t>;
+using AttrList = std::vector<std::pair<std::string, AttrValue>>;
+
+// Forwards to `inner`, but describes another device class; optionally
+// records nothing, keeping the kernel names only.
+class DeviceClassRecorder final : public Recorder {
+ public:
+  DeviceClassRecorder(Recorder* inner, Engine& engine, DeviceFeatures features)
+      : inner_(inner), engine_(engine), features_(features) {}
+  void dispatch(const KernelSource& source, std::span<const std::byte> push, uint32_t gx, uint32_t gy,
+                uint32_t gz) override {
+    kernels.push_back(source.name);
+    if (inner_) inner_->dispatch(source, push, gx, gy, gz);
+  }
+  using Recorder::dispatch;
+  using Recorder::params;
+  uint32_t maxGroups(int axis) const override { return inner_ ? inner_->maxGroups(axis) : 65'535u; }
+  const DeviceFeatures* features() const override { return &features_; }
+  uint64_t params(std::span<const std::byte> bytes) override { return inner_ ? inner_->params(bytes) : 0; }
+  std::shared_ptr<Buffer> scratch(uint64_t bytes) override {
+    return inner_ ? inner_->scratch(bytes) : engine_.allocate(bytes, "test");
+  }
+  uint64_t errorSlot(DeviceErrorDescriber describe) override {
+    return inner_ ? inner_->errorSlot(std::move(describe)) : 0;
+  }
+  std::vector<std::string> kernels;
+
+ private:
+  Recorder* inner_;
+  Engine& engine_;
+  DeviceFeatures features_;
+};
+
+// The op `name` of the table, recorded for another device class.
+class DeviceClassTemplate final : public KernelTemplate {
+ public:
+  DeviceClassTemplate(const OpSpec& op, DeviceFeatures features) : op_(op), features_(features) {}
+  std::vector<TensorDesc> infer(const OpSpec&, std::span<const TensorDesc> inputs, const Attrs& attrs) const override {
+    return op_.kernel->infer(op_, inputs, attrs);
+  }
+  void record(const OpSpec&, Recorder& recorder, std::span<const TensorView> inputs,
+              std::span<const TensorView> outputs, const Attrs& attrs) const override {
+    DeviceClassRecorder as(&recorder, *engine_, features_);
+    op_.kernel->record(op_, as, inputs, outputs, attrs);
+  }
+  std::vector<const KernelSource*> variants(const OpSpec&, DType dtype) const override {
+    return op_.kernel->variants(op_, dtype);
+  }
+  Engine* engine_ = nullptr;
+
+ private:
+  const OpSpec& op_;
+  DeviceFeatures features_;
+};
+
+class DeviceClassTest : public ConformanceTest {
+ protected:
+  // An H100's class: 48 KiB of shared memory, 132 SMs.
+  static DeviceFeatures h100() {
+    DeviceFeatures f;
+    f.sharedMemoryBytes = 48 << 10;
+    f.computeUnits = 132;
+    return f;
+  }
+  static DeviceFeatures with(uint32_t sharedBytes, uint32_t units) {
+    DeviceFeatures f;
+    f.sharedMemoryBytes = sharedBytes;
+    f.computeUnits = units;
+    return f;
+  }
+
+  // The kernels `op` records for a device of class `features`, without running them.
+  static std::vector<std::string> kernelsFor(const DeviceFeatures& features, const std::string& op,
+                                             const std::vector<TensorDesc>& inputs, const AttrList& attrs = {}) {
+    const OpSpec& spec = *engine().ops().find(op);
+    const Attrs a = validateAttrs(spec, attrs);
+    std::vector<TensorView> in, out;
+    for (const auto& d : inputs) in.push_back({d, engine().allocate(d.bytes(), "test")});
+    for (const auto& d : inferOutputs(spec, inputs, a)) out.push_back({d, engine().allocate(d.bytes(), "test")});
+    DeviceClassRecorder recorder(nullptr, engine(), features);
+    spec.kernel->record(spec, recorder, in, out, a);
+    return recorder.kernels;
+  }
+
+  // `op` run on this device as the templates record it for class `features`.
+  static std::vector<HostTensor> runAs(const DeviceFeatures& features, const std::string& op,
+                                       const std::vector<HostTensor>& inputs, const AttrList& attrs = {}) {
+    const OpSpec& table = *engine().ops().find(op);
+    auto kernel = std::make_shared<DeviceClassTemplate>(table, features);
+    kernel->engine_ = &engine();
+    OpSpec spec = table;
+    spec.kernel = kernel;
+    std::vector<TensorView> in;
+    for (const auto& t : inputs) in.push_back(put(t));
+    std::vector<HostTensor> out;
+    for (const auto& v : runSpec(spec, in, validateAttrs(table, attrs))) out.push_back(get(v));
+    return out;
+  }
+
+  static std::string list(const std::vector<std::string>& names) {
+    std::string s;
+    for (const auto& n : names) s += (s.empty() ? "" : ", ") + n;
+    return "[" + s + "]";
+  }
+  static bool has(const std::vector<std::string>& names, const std::string& part) {
+    for (const auto& n : names) {
+      if (n.find(part) != std::string::npos) return true;
+    }
+    return false;
+  }
+};
+
+TEST_F(DeviceClassTest, MatmulTilesFitTheSharedMemory) {
+  const std::vector<TensorDesc> big = {{DType::F32, {2048, 2048}}, {DType::F32, {2048, 2048}}};
+  auto k = kernelsFor(h100(), "matmul", big);
+  EXPECT_TRUE(has(k, "|fast128x128|")) << list(k);
+  // 16 KiB (Vulkan's least): 128x128 tiles take 16.5 KiB, 64x64 ones in K
+  // steps of 16 17 KiB; 64x64 in steps of 8 8.5 KiB.
+  k = kernelsFor(with(16 << 10, 132), "matmul", big);
+  EXPECT_TRUE(has(k, "|fast64x64|") && has(k, "|k8")) << list(k);
+  const std::vector<TensorDesc> small = {{DType::F32, {512, 256}}, {DType::F32, {256, 512}}};  // 64x64 tiles
+  k = kernelsFor(h100(), "matmul", small);
+  EXPECT_TRUE(has(k, "|fast64x64|") && !has(k, "|k8")) << list(k);
+  k = kernelsFor(with(16 << 10, 132), "matmul", small);
+  EXPECT_TRUE(has(k, "|fast64x64|") && has(k, "|k8")) << list(k);
+}
+
+TEST_F(DeviceClassTest, MatmulTilesFollowTheComputeUnits) {
+  // 64 tiles of 128x128, K too short to split: 64-wide tiles to fill 132
+  // SMs, 128-wide ones (half the loads) where 16 units fill up on them.
+  const std::vector<TensorDesc> in = {{DType::F32, {1024, 256}}, {DType::F32, {256, 1024}}};
+  auto k = kernelsFor(h100(), "matmul", in);
+  EXPECT_TRUE(has(k, "|fast64x64|")) << list(k);
+  k = kernelsFor(with(48 << 10, 16), "matmul", in);
+  EXPECT_TRUE(has(k, "|fast128x128|")) << list(k);
+  // Not reported: an H100's count.
+  k = kernelsFor(with(48 << 10, 0), "matmul", in);
+  EXPECT_TRUE(has(k, "|fast64x64|")) << list(k);
+}
+
+TEST_F(DeviceClassTest, ConvTilesFollowTheDeviceClass) {
+  // A padded 3x3 of 32 channels (not Winograd): K steps of 16 where 17 KiB
+  // of shared memory is to be had, else 8.
+  const std::vector<TensorDesc> conv3 = {{DType::F32, {2, 32, 16, 16}}, {DType::F32, {64, 32, 3, 3}}};
+  const AttrList pad = {{"padding", Ints{1, 1}}};
+  auto k = kernelsFor(h100(), "conv2d", conv3, pad);
+  EXPECT_TRUE(has(k, "conv_gemm|f32|64x64x16|")) << list(k);
+  k = kernelsFor(with(16 << 10, 132), "conv2d", conv3, pad);
+  EXPECT_TRUE(has(k, "conv_gemm|f32|64x64x8|")) << list(k);
+  // A 1x1 with bias over 2048 pixels: 16 tiles of 128 pixels, 128-pixel
+  // tiles where that gives each of 4 units about three workgroups, not on
+  // 132.
+  const std::vector<TensorDesc> conv1 = {
+      {DType::F32, {2, 64, 32, 32}}, {DType::F32, {64, 64, 1, 1}}, {DType::F32, {64}}};
+  k = kernelsFor(h100(), "conv2d", conv1);
+  EXPECT_TRUE(has(k, "conv_gemm|f32|64x64x8|")) << list(k);
+  k = kernelsFor(with(48 << 10, 4), "conv2d", conv1);
+  EXPECT_TRUE(has(k, "conv_gemm|f32|64x128x8|")) << list(k);
+}
+
+// The variants only small-memory devices take, run here: the matmul's 64x64
+// tiles in K steps of 8 (whole tiles, edge tiles, linear's transposed
+// weight) and the implicit GEMM's 3x3 in K steps of 8.
+TEST_F(DeviceClassTest, SmallSharedMemoryVariantsComputeTheProducts) {
+  const DeviceFeatures small = with(16 << 10, 0);
+  auto a = randomTensor(DType::F32, {256, 72}), b = randomTensor(DType::F32, {72, 192});
+  auto k = kernelsFor(small, "matmul", {{DType::F32, a.shape}, {DType::F32, b.shape}});
+  ASSERT_TRUE(has(k, "|k8")) << list(k);
+  expectClose(runAs(small, "matmul", {a, b})[0], call("matmul", {a, b})[0], "matmul 256x72 @ 72x192, K steps of 8", 72);
+  a = randomTensor(DType::F32, {130, 61}), b = randomTensor(DType::F32, {61, 70});
+  expectClose(runAs(small, "matmul", {a, b})[0], call("matmul", {a, b})[0], "matmul 130x61 @ 61x70, K steps of 8", 61);
+  auto x = randomTensor(DType::F32, {100, 40}), w = randomTensor(DType::F32, {96, 40}),
+       bias = randomTensor(DType::F32, {96});
+  expectClose(runAs(small, "linear", {x, w, bias})[0], call("linear", {x, w, bias})[0], "linear, K steps of 8", 40);
+  auto cx = randomTensor(DType::F32, {2, 32, 9, 10}), cw = randomTensor(DType::F32, {64, 32, 3, 3});
+  const AttrList pad = {{"padding", Ints{1, 1}}};
+  k = kernelsFor(small, "conv2d", {{DType::F32, cx.shape}, {DType::F32, cw.shape}}, pad);
+  ASSERT_TRUE(has(k, "conv_gemm|f32|64x64x8|")) << list(k);
+  expectClose(runAs(small, "conv2d", {cx, cw}, pad)[0], call("conv2d", {cx, cw}, pad)[0], "conv2d 3x3, K steps of 8",
+              32.0 * 9);
+}
+
+}  // namespace
+}  // namespace tensord::compute::testing
