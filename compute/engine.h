@@ -94,9 +94,12 @@ struct DeviceFeatures {
   // kernels (docs/design.md, "Kernels are .comp files").
   bool pipelineStats = false;
   // The device class the tiled kernels choose their tiles for:
-  // maxComputeSharedMemorySize (at least 16 KiB on every device), and its
-  // compute units (NVIDIA's SMs through VK_NV_shader_sm_builtins, AMD's CUs
-  // through VK_AMD_shader_core_properties; 0: not reported).
+  // maxComputeSharedMemorySize (at least 16 KiB on every device; the default
+  // describes such a device), and its compute units (NVIDIA's SMs through
+  // VK_NV_shader_sm_builtins; AMD's CUs through VK_AMD_shader_core_properties,
+  // as physically laid out, which a part with CUs turned off overstates;
+  // 0: not reported). A recorder without features leaves the kernels an
+  // H100's choices.
   uint32_t sharedMemoryBytes = 16384;
   uint32_t computeUnits = 0;
 };

@@ -81,7 +81,7 @@ struct FastConfig {
 };
 
 // K step: 8 for 128-wide tiles (double-buffered 128x128 tiles then take
-// 17 KiB of shared memory, and 16 costs registers: measured slower), 16 for
+// 16.5 KiB of shared memory, and 16 costs registers: measured slower), 16 for
 // 64x64 tiles (half the barriers), unless the device's shared memory holds
 // only K steps of 8 (FastConfig::shortK).
 constexpr int kFastBK = 8, kFastBK64 = 16;
@@ -412,7 +412,8 @@ class Matmul final : public KernelTemplate {
   }
 
   // Output tiles that fill the GPU: 192 on an H100 (132 SMs), about 1.45
-  // per compute unit where the device reports its count, else the H100's.
+  // per compute unit where the device reports its count (at least 8), else
+  // the H100's.
   static int64_t enoughTiles(const DeviceFeatures* features) {
     constexpr int64_t kH100Tiles = 192, kH100Units = 132;
     if (!features || features->computeUnits == 0) return kH100Tiles;
