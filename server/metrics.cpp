@@ -223,7 +223,6 @@ StatsSnapshot takeSnapshot(const ServerState& state) {
     s.ops.push_back({.name = name, .completed = op.completed, .failed = op.failed, .latency = op.latency});
   }
   if (s.deviceTimestamps) s.device = m.deviceTimes->snapshot();
-  s.kernels = state.engine.kernelDispatches();
   return s;
 }
 

@@ -177,7 +177,8 @@ struct StatsSnapshot {
   // Device time by op name, transfers ("upload", "download", "copy")
   // included; empty without timestamps.
   std::map<std::string, Histogram, std::less<>> device;
-  // Dispatches of each built-in kernel variant (Engine::kernelDispatches).
+  // Dispatches of each built-in kernel variant (Engine::kernelDispatches):
+  // filled for /metrics only, since Session.stats does not carry them.
   std::map<std::string, uint64_t> kernels;
 };
 

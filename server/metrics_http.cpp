@@ -25,7 +25,9 @@ class MetricsServer::Service final : public kj::HttpService {
     kj::HttpHeaders out(table_);
     // The text exposition format, version 0.0.4.
     out.set(kj::HttpHeaderId::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8");
-    return send(response, 200, "OK", out, renderPrometheus(takeSnapshot(state_)));
+    StatsSnapshot stats = takeSnapshot(state_);
+    stats.kernels = state_.engine.kernelDispatches();
+    return send(response, 200, "OK", out, renderPrometheus(stats));
   }
 
  private:

@@ -234,4 +234,17 @@ std::string dimsName(const Shape& s) {
   return n;
 }
 
+bool anyContains(const std::vector<std::string>& names, const std::string& part) {
+  for (const auto& n : names) {
+    if (n.find(part) != std::string::npos) return true;
+  }
+  return false;
+}
+
+std::string namesStr(const std::vector<std::string>& names) {
+  std::string s;
+  for (const auto& n : names) s += (s.empty() ? "" : ", ") + n;
+  return "[" + s + "]";
+}
+
 }  // namespace tensord::compute::testing

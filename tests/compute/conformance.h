@@ -70,5 +70,9 @@ int64_t ravel(const std::vector<int64_t>& idx, const Shape& shape);  // idx may 
 // Index into `shape` (broadcast to `out`) of the element at out-linear index i.
 int64_t broadcastIndex(const Shape& shape, const Shape& out, int64_t i);
 std::string dimsName(const Shape& s);  // "3x1x5", "scalar"
+// Kernel variant names (Engine::kernelDispatches): whether any contains
+// `part`, and all of them as "[a, b]" for a failure message.
+bool anyContains(const std::vector<std::string>& names, const std::string& part);
+std::string namesStr(const std::vector<std::string>& names);
 
 }  // namespace tensord::compute::testing
