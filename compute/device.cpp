@@ -335,7 +335,7 @@ vk::raii::Device makeDevice(const vk::raii::Instance& instance, const vk::raii::
 
 }  // namespace
 
-Device::Device(const std::string& selector, spdlog::logger& log)
+Device::Device(const std::string& selector, spdlog::logger& log, bool f32OnTensorCores)
     : instance_(makeInstance(context_)),
       physical_(choose(instance_, selector)),
       queueFamily_(computeQueueFamily(physical_)),
@@ -360,6 +360,7 @@ Device::Device(const std::string& selector, spdlog::logger& log)
     }
   }
   info_.features.sharedMemoryBytes = limits_.maxComputeSharedMemorySize;
+  info_.features.f32SplitBf16 = info_.features.coopMatrixBf16 && f32OnTensorCores;
   if (hasExtension(physical_, VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME)) {
     auto sm = physical_.getProperties2<vk::PhysicalDeviceProperties2, vk::PhysicalDeviceShaderSMBuiltinsPropertiesNV>();
     info_.features.computeUnits = sm.get<vk::PhysicalDeviceShaderSMBuiltinsPropertiesNV>().shaderSMCount;
@@ -373,13 +374,14 @@ Device::Device(const std::string& selector, spdlog::logger& log)
 
   log.info(
       "vulkan device: {} ({}, {}, Vulkan {}, {} MiB device-local, {} KiB shared memory per workgroup; int64 {}, "
-      "16-bit storage {}, 8-bit storage {}, f16 cooperative matrix {}, bf16 {}, compute units {})",
+      "16-bit storage {}, 8-bit storage {}, f16 cooperative matrix {}, bf16 {}, f32 products on tensor cores {}, "
+      "compute units {})",
       info_.name, info_.kind, info_.driver, info_.apiVersion, info_.memoryBytes >> 20,
       limits_.maxComputeSharedMemorySize >> 10, info_.features.int64, info_.features.storage16, info_.features.storage8,
       !info_.features.coopMatrixF16  ? "no"
       : info_.features.coopMatrixKhr ? "KHR"
                                      : "NV",
-      info_.features.coopMatrixBf16,
+      info_.features.coopMatrixBf16, info_.features.f32SplitBf16,
       info_.features.computeUnits ? std::to_string(info_.features.computeUnits) : "not reported");
   if (hasExtension(physical_, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME)) {
     log.info("cooperative matrix products (NV): {}", productsStr(coopMatrixProducts(physical_)));

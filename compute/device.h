@@ -16,7 +16,8 @@ namespace tensord::compute {
 
 class Device {
  public:
-  Device(const std::string& selector, spdlog::logger& log);
+  // `f32OnTensorCores`: DeviceFeatures::f32SplitBf16 where the device allows it.
+  Device(const std::string& selector, spdlog::logger& log, bool f32OnTensorCores = true);
 
   const DeviceInfo& info() const { return info_; }
   const vk::raii::Device& device() const { return device_; }

@@ -44,7 +44,7 @@ bool isUserKernel(const OpSpec& spec) { return spec.name.starts_with("user."); }
 struct Engine::Impl {
   explicit Impl(EngineOptions options)
       : log(options.logger),
-        device(options.device, *log),
+        device(options.device, *log, options.f32ProductsOnTensorCores),
         allocator(device, options.memoryLimitBytes),
         hostAllocator(device, options.memoryLimitBytes, CachingAllocator::Placement::kHost),
         staging(device, options.stagingSlotBytes, options.stagingSlots),

@@ -55,6 +55,11 @@ struct EngineOptions {
   // Share queued device work fairly between owners (FairQueue); false runs
   // it in arrival order.
   bool fairSharing = true;
+  // f32 matrix products (matmul, linear, bmm, the products inside
+  // convolutions) on bf16 tensor cores where the device has them, each f32
+  // operand split exactly into three bf16 parts; false keeps them on f32
+  // FMA kernels (docs/design.md, "f32 products on tensor cores").
+  bool f32ProductsOnTensorCores = true;
   std::shared_ptr<spdlog::logger> logger;  // required
   // Receives per-job device times where the device has timestamps
   // (Engine::measuresDeviceTime); may be empty, and then nothing is timed.
@@ -83,6 +88,10 @@ struct DeviceFeatures {
   // ... and VK_KHR_shader_bfloat16 with the 16x16x16 bf16 product into f32:
   // bf16 matmul on tensor cores too (the f16 kernels, rewritten).
   bool coopMatrixBf16 = false;
+  // f32 products on those bf16 tensor cores, each operand split into three
+  // bf16 parts (kernels/matmul_coop.comp, F32_SPLIT): coopMatrixBf16 unless
+  // EngineOptions::f32ProductsOnTensorCores is false.
+  bool f32SplitBf16 = false;
   // User kernels (user_kernels.h) bind descriptors with VK_KHR_push_descriptor
   // and need VK_EXT_robustness2's robustBufferAccess2 (with robustBufferAccess):
   // an out-of-range access then stays inside the bound range of one tensor.

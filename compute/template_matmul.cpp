@@ -1,8 +1,8 @@
 // Matrix products (see template_matmul.h): every op kind maps its inputs to
 // one strided batched product, y = alpha * (a @ b) + beta * c, generated per
 // dtype from kernels/matmul.comp (with faster paths in matmul_fast.comp and,
-// for f16 on devices with cooperative matrices, matmul_coop.comp); dot uses
-// kernels/matmul_dot.comp.
+// on devices with cooperative matrices, matmul_coop.comp: f16 and bf16, and
+// f32 split into bf16 parts); dot uses kernels/matmul_dot.comp.
 
 #include "compute/template_matmul.h"
 
@@ -125,9 +125,10 @@ std::vector<FastConfig> allFastConfigs() {
   return all;
 }
 
-// The tensor-core path (kernels/matmul_coop.comp): f16 products on devices
-// with cooperative matrices, operands as for the fast path, K and N
-// multiples of 8 and 16-byte aligned a, b and y.
+// The tensor-core path (kernels/matmul_coop.comp): f16 and bf16 products on
+// devices with cooperative matrices, and f32 ones split into bf16 parts
+// (F32_SPLIT); operands as for the fast path, K and N multiples of 8 and
+// 16-byte aligned a, b and y.
 struct CoopConfig {
   int bm = 0, bn = 0, bk = 0;  // output tile and K step
   int wm = 0, wn = 0;          // each subgroup's outputs: (bm / wm) x (bn / wn) subgroups of 32
@@ -148,8 +149,9 @@ const KernelSource& coopSource(DType dtype, const CoopConfig& c, bool yF32 = fal
   return variants.get(key, [&] {
     GlslBuilder b(dtype);
     b.input("a", dtype).input("b", dtype).input("c", dtype).output("y", yF32 ? DType::F32 : dtype);
-    if (yF32) b.define("Y_F32");
-    if (dtype == DType::BF16) b.define(std::string(kBf16OperandsDefine));
+    if (yF32 || dtype == DType::F32) b.define("Y_F32");
+    if (dtype == DType::F32) b.define("F32_SPLIT");
+    if (dtype == DType::BF16 || dtype == DType::F32) b.define(std::string(kBf16OperandsDefine));
     b.define("BM", std::to_string(c.bm) + "u").define("BN", std::to_string(c.bn) + "u");
     b.define("BK", std::to_string(c.bk) + "u");
     b.define("WM", std::to_string(c.wm) + "u").define("WN", std::to_string(c.wn) + "u");
@@ -192,6 +194,24 @@ constexpr CoopConfig kCoopTileShort{64, 256, 32, 32, 128, 8, false, false};
 constexpr int64_t kShortTileMin = 256;
 
 std::vector<CoopConfig> allCoopConfigs() { return {kCoopTile, kCoopTileTransB, kCoopTileShort}; }
+
+// f32 on bf16 tensor cores (F32_SPLIT, DeviceFeatures::f32SplitBf16): each
+// tile is held as three bf16 planes, so 64x128 tiles in K steps of 32 fill
+// one buffer of 38.5 KiB; 4 subgroups of 32x64. On an H100 (2026-11-24,
+// `op_bench --no-client --repeats 10`, TFLOP/s at 4096 / 8192 / linear
+// 8192x4096x4096) against the FMA kernel's 45.8 / 46.6 / 46.1: these tiles
+// 60.5 / 61.9 / 59.7; 128x64 in the same buffer 59.7 / 60.7 / 59.5; 64x128
+// with 4 subgroups of 64x32 52.2 / 54.3 / 54.8; 128x128 in K steps of 16 in
+// one buffer (8 subgroups) 56.8 / 58.2 / 54.7; 64x128 in K steps of 16
+// double-buffered 55.2 / 57.2. The split costs each element a dozen integer
+// operations; a first version with three more (a sign kept apart, an
+// overflow clamp) ran the double-buffered tiles at 47.7 / 49.7.
+constexpr CoopConfig kSplitTile{64, 128, 32, 32, 64, 8, true, false};
+constexpr CoopConfig kSplitTileTransB{64, 128, 32, 32, 64, 8, true, true};
+// Below this K the split's fixed costs lose to the FMA kernel (bmm
+// 32x512x64x512: 25.7 against 28.2 TFLOP/s).
+constexpr int64_t kSplitMinK = 256;
+std::vector<CoopConfig> allSplitConfigs() { return {kSplitTile, kSplitTileTransB}; }
 
 DType dotAccumulator(DType dtype) { return isFloating(dtype) ? DType::F32 : dtype; }
 
@@ -370,7 +390,10 @@ class Matmul final : public KernelTemplate {
     if (isFloating(dtype)) {
       for (const auto& f : allFastConfigs()) all.push_back(&fastSource(dtype, f));
     }
-    if (dtype == DType::F32) all.push_back(&splitSumSource(dtype));
+    if (dtype == DType::F32) {
+      all.push_back(&splitSumSource(dtype));
+      for (const auto& c : allSplitConfigs()) all.push_back(&coopSource(dtype, c));
+    }
     if (dtype == DType::F16 || dtype == DType::BF16) {
       for (const auto& c : allCoopConfigs()) {
         all.push_back(&coopSource(dtype, c));
@@ -385,10 +408,13 @@ class Matmul final : public KernelTemplate {
   // the device or the operands do not allow it.
   static std::optional<CoopConfig> coopConfig(const Plan& p, DType dtype, const DeviceFeatures* features,
                                               std::initializer_list<uint64_t> addresses) {
-    if (!features || !(dtype == DType::F16 ? features->coopMatrixF16
-                                           : dtype == DType::BF16 && features->coopMatrixBf16)) {
+    const bool split = dtype == DType::F32;  // on bf16 tensor cores (F32_SPLIT)
+    if (!features || !(dtype == DType::F16    ? features->coopMatrixF16
+                       : dtype == DType::BF16 ? features->coopMatrixBf16
+                                              : split && features->f32SplitBf16)) {
       return std::nullopt;
     }
+    if (split && p.k < kSplitMinK) return std::nullopt;
     if (p.m < 64 || p.n < 64 || p.k < 8 || p.k % 8 != 0 || p.n % 8 != 0) return std::nullopt;
     // Rows may be longer than the product reads (split-K's slices), with a
     // stride that keeps every row 16-byte aligned.
@@ -399,9 +425,9 @@ class Matmul final : public KernelTemplate {
       for (int64_t d : p.batch) batch *= d;
       const bool shortTile =
           p.m <= kCoopTileShort.bm && batch * ((p.n + kCoopTileShort.bn - 1) / kCoopTileShort.bn) >= kShortTileMin;
-      c = shortTile ? kCoopTileShort : kCoopTile;
+      c = split ? kSplitTile : shortTile ? kCoopTileShort : kCoopTile;
     } else if (p.sbk == 1 && p.sbn >= p.k && p.sbn % 8 == 0) {
-      c = kCoopTileTransB;
+      c = split ? kSplitTileTransB : kCoopTileTransB;
     } else {
       return std::nullopt;
     }

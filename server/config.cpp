@@ -377,8 +377,8 @@ Config parseConfig(std::string_view jsonText) {
   requireObject(root, "");
   rejectUnknownKeys(root, "",
                     {"listen", "allow_remote_plaintext", "device", "state_dir", "cache_dir", "log_level", "limits",
-                     "staging", "device_sharing", "auth", "tls", "auth_timeout_ms", "policy_file", "audit_log", "files",
-                     "metrics", "groups", "kernels"});
+                     "staging", "device_sharing", "matmul_f32", "auth", "tls", "auth_timeout_ms", "policy_file",
+                     "audit_log", "files", "metrics", "groups", "kernels"});
   Config config;
   if (root.contains("listen")) config.listen = parseHostPort(readString(root["listen"], "listen"), "listen");
   if (root.contains("allow_remote_plaintext")) {
@@ -403,6 +403,13 @@ Config parseConfig(std::string_view jsonText) {
       fail("device_sharing", "expected \"fair\" or \"fifo\", got " + shown(root["device_sharing"]));
     }
     config.fairSharing = sharing == "fair";
+  }
+  if (root.contains("matmul_f32")) {
+    const std::string mode = readString(root["matmul_f32"], "matmul_f32");
+    if (mode != "tensor_cores" && mode != "fma") {
+      fail("matmul_f32", "expected \"tensor_cores\" or \"fma\", got " + shown(root["matmul_f32"]));
+    }
+    config.f32ProductsOnTensorCores = mode == "tensor_cores";
   }
   if (root.contains("log_level")) {
     config.logLevel = readString(root["log_level"], "log_level");

@@ -127,6 +127,10 @@ struct Config {
   // device_sharing: "fair" shares queued device work between principals
   // (compute::FairQueue); "fifo" runs it in arrival order.
   bool fairSharing = true;
+  // matmul_f32: "tensor_cores" runs f32 products on bf16 tensor cores where
+  // the device has them (compute::EngineOptions::f32ProductsOnTensorCores);
+  // "fma" keeps them on f32 FMA kernels.
+  bool f32ProductsOnTensorCores = true;
   Limits limits;
   StagingConfig staging;
   std::vector<acl::TokenEntry> tokens;

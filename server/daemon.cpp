@@ -157,6 +157,7 @@ int runDaemon(const Config& config, const std::filesystem::path& configPath, std
         .stagingSlotBytes = config.staging.slotBytes,
         .stagingSlots = config.staging.slots,
         .fairSharing = config.fairSharing,
+        .f32ProductsOnTensorCores = config.f32ProductsOnTensorCores,
         .logger = log,
         .deviceTimeObserver =
             [deviceTimes, log, maxUserNanos = uint64_t(config.kernelMaxDispatchMs) * 1000000](

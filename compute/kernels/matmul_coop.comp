@@ -29,6 +29,20 @@
 // through shared memory (the A buffers, no longer needed) so every
 // invocation holds 8 consecutive outputs of a row: alpha, beta * c, the
 // conversion to f16 and one 16-byte store.
+//
+// F32_SPLIT (with BF16_OPERANDS and Y_F32): f32 operands on bf16 tensor
+// cores. Each element x is split as it is stored into shared memory into
+// three bf16 parts, x = hi + mid + lo exactly (split3), kept as three planes
+// of the tile (each row of a tile k-contiguous holds the planes side by
+// side; a b tile [BK][BN] holds them one below the other). A product of two
+// elements is then the sum of nine part products, of which the six down to
+// hi*lo, mid*mid and lo*hi are taken: the three left out are at most 2^-23
+// of it together, about what rounding the product to f32 costs. hi*hi goes
+// into one accumulator and the five smaller ones into a second, added at
+// the end, so the tensor cores' accumulation (truncating) rounds the large
+// sum once per K step rather than six times. A tile whose operands hold an
+// infinity or a NaN (which the split cannot carry) is computed again
+// element by element in f32, as IEEE arithmetic propagates them.
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_NV_cooperative_matrix : require
@@ -56,16 +70,28 @@ layout(constant_id = 0) const int kScopeB = 3;
 const uint WARPS_M = BM / WM, WARPS_N = BN / WN;  // NT / 32 subgroups in all
 const uint FM = WM / 16u, FN = WN / 16u;          // fragments per subgroup
 const uint KV = BK / 8u;                          // uvec4s along k of one tile row
+#ifdef F32_SPLIT
+const uint NP = 3u;     // planes of the shared tiles: hi, mid, lo
+const uint ESIZE = 4u;  // bytes per element in memory
+#else
+const uint NP = 1u;
+const uint ESIZE = 2u;
+#endif
 
 // Strides (uvec4s) of the shared tiles: a as [BM][BK], b as [BK][BN] or,
-// with TRANS_B, [BN][BK]; 8 halves of padding per row.
-const uint AS = KV + 1u;
+// with TRANS_B, [BN][BK]; 8 halves of padding per row. Plane `pl` of a
+// k-contiguous tile starts pl * KV uvec4s into each row, of b's [BK][BN]
+// tile pl * BK rows down.
+const uint AS = NP * KV + 1u;
+#define A_PLANE(pl) ((pl) * KV)
 #ifdef TRANS_B
-const uint BS = KV + 1u;
+const uint BS = NP * KV + 1u;
 const uint BTILE = BN * BS;
+#define B_PLANE(pl) ((pl) * KV)
 #else
 const uint BS = BN / 8u + 1u;
-const uint BTILE = BK * BS;
+const uint BTILE = NP * BK * BS;
+#define B_PLANE(pl) ((pl) * BK * BS)
 #endif
 const uint ATILE = BM * AS;
 const uint AV = BM * KV, BV = BN * KV;  // uvec4s of a tile in global memory
@@ -78,26 +104,47 @@ const uint NBUF = 2u;
 #endif
 shared uvec4 As[max(NBUF * ATILE, NT * 2u)];  // the epilogue needs 64 per subgroup
 shared uvec4 Bs[NBUF * BTILE];
-uvec4 pa[LA], pb[LB];  // the next K tile, on its way to shared memory
 
 uint M, N, K, lda, ldb;
 
-uvec4 load8(uint64_t base, uint i) { return Vec8s(base).v[i >> 3]; }
+// The next K tile, on its way to shared memory: 8 elements per slot, as
+// one uvec4 of 16-bit words, or with F32_SPLIT two vec4s (slot j at 2j).
+// LOAD_SLOT(dst, j, base, i, ok) loads elements i .. i + 7 (i a multiple of
+// 8) of the operand at `base` into slot j, zeros where `ok` is false;
+// LOAD_SLOT_AT(dst, j, address) the 8 at a byte address.
+#ifdef F32_SPLIT
+vec4 pa[2u * LA], pb[2u * LB];
+#define LOAD_SLOT(dst, j, base, i, ok)                                         \
+  {                                                                           \
+    const bool ok_ = (ok);                                                    \
+    dst[2u * (j)] = ok_ ? Vec4f(base).v[(i) >> 2] : vec4(0.0);                \
+    dst[2u * (j) + 1u] = ok_ ? Vec4f(base).v[((i) >> 2) + 1u] : vec4(0.0);    \
+  }
+#define LOAD_SLOT_AT(dst, j, address)            \
+  {                                              \
+    dst[2u * (j)] = Vec4f(address).v[0];         \
+    dst[2u * (j) + 1u] = Vec4f(address).v[1];    \
+  }
+#else
+uvec4 pa[LA], pb[LB];
+#define LOAD_SLOT(dst, j, base, i, ok) dst[j] = (ok) ? Vec8s(base).v[(i) >> 3] : uvec4(0u)
+#define LOAD_SLOT_AT(dst, j, address) dst[j] = Vec8s(address).v[0]
+#endif
 
 void fetch(uint aoff, uint boff, uint m0, uint n0, uint k0, uint t) {
   [[unroll]] for (uint j = 0u; j < LA; ++j) {
     uint idx = t + NT * j;
     uint row = m0 + idx / KV, k = k0 + (idx % KV) * 8u;
-    pa[j] = idx < AV && row < M && k < K ? load8(uint64_t(p.a), aoff + row * lda + k) : uvec4(0u);
+    LOAD_SLOT(pa, j, uint64_t(p.a), aoff + row * lda + k, idx < AV && row < M && k < K);
   }
   [[unroll]] for (uint j = 0u; j < LB; ++j) {
     uint idx = t + NT * j;
 #ifdef TRANS_B
     uint col = n0 + idx / KV, k = k0 + (idx % KV) * 8u;
-    pb[j] = idx < BV && col < N && k < K ? load8(uint64_t(p.b), boff + col * ldb + k) : uvec4(0u);
+    LOAD_SLOT(pb, j, uint64_t(p.b), boff + col * ldb + k, idx < BV && col < N && k < K);
 #else
     uint k = k0 + idx / (BN / 8u), col = n0 + (idx % (BN / 8u)) * 8u;
-    pb[j] = idx < BV && col < N && k < K ? load8(uint64_t(p.b), boff + k * ldb + col) : uvec4(0u);
+    LOAD_SLOT(pb, j, uint64_t(p.b), boff + k * ldb + col, idx < BV && col < N && k < K);
 #endif
   }
 }
@@ -111,43 +158,86 @@ uint64_t ga[LA], gb[LB];  // this invocation's loads of the tile's first K step
 void setupInner(uint aoff, uint boff, uint m0, uint n0, uint t) {
   [[unroll]] for (uint j = 0u; j < LA; ++j) {
     uint idx = t + NT * j;
-    ga[j] = uint64_t(p.a) + 2ul * uint64_t(aoff + (m0 + idx / KV) * lda + (idx % KV) * 8u);
+    ga[j] = uint64_t(p.a) + ESIZE * uint64_t(aoff + (m0 + idx / KV) * lda + (idx % KV) * 8u);
   }
   [[unroll]] for (uint j = 0u; j < LB; ++j) {
     uint idx = t + NT * j;
 #ifdef TRANS_B
-    gb[j] = uint64_t(p.b) + 2ul * uint64_t(boff + (n0 + idx / KV) * ldb + (idx % KV) * 8u);
+    gb[j] = uint64_t(p.b) + ESIZE * uint64_t(boff + (n0 + idx / KV) * ldb + (idx % KV) * 8u);
 #else
-    gb[j] = uint64_t(p.b) + 2ul * uint64_t(boff + (idx / (BN / 8u)) * ldb + n0 + (idx % (BN / 8u)) * 8u);
+    gb[j] = uint64_t(p.b) + ESIZE * uint64_t(boff + (idx / (BN / 8u)) * ldb + n0 + (idx % (BN / 8u)) * 8u);
 #endif
   }
 }
 
 void fetchInner(uint k0, uint t) {
   [[unroll]] for (uint j = 0u; j < LA; ++j) {
-    if (t + NT * j < AV) pa[j] = Vec8s(ga[j] + 2ul * uint64_t(k0)).v[0];
+    if (t + NT * j < AV) LOAD_SLOT_AT(pa, j, ga[j] + ESIZE * uint64_t(k0));
   }
 #ifdef TRANS_B
-  uint64_t bstep = 2ul * uint64_t(k0);
+  uint64_t bstep = ESIZE * uint64_t(k0);
 #else
-  uint64_t bstep = 2ul * uint64_t(k0) * uint64_t(ldb);
+  uint64_t bstep = ESIZE * uint64_t(k0) * uint64_t(ldb);
 #endif
   [[unroll]] for (uint j = 0u; j < LB; ++j) {
-    if (t + NT * j < BV) pb[j] = Vec8s(gb[j] + bstep).v[0];
+    if (t + NT * j < BV) LOAD_SLOT_AT(pb, j, gb[j] + bstep);
   }
 }
+
+#ifdef F32_SPLIT
+bool nonFinite = false;  // an operand of this tile is an infinity or a NaN
+
+// x = hi + mid + lo, three bf16s (as the upper halves of f32 bit
+// patterns), exactly but where mid or lo falls below f32's normal range
+// (|x| < 2^-110 or so): hi is x rounded to 8 significant bits, x - hi has
+// at most 16 and is exact in f32, mid is it rounded to 8 and the rest lo
+// has at most 8. So |mid| <= 2^-8 |x| and |lo| <= 2^-16 |x|. Adding half a
+// unit to the bit pattern rounds the magnitude (ties away from zero); it
+// cannot overflow, as the tile of an operand at or above 0x7F7F8000 (which
+// would round to infinity) is left to productIeee.
+uvec3 split3(float x) {
+  const uint hi = (floatBitsToUint(x) + 0x8000u) & 0xFFFF0000u;
+  const float r = x - uintBitsToFloat(hi);
+  const uint mid = (floatBitsToUint(r) + 0x8000u) & 0xFFFF0000u;
+  return uvec3(hi, mid, floatBitsToUint(r - uintBitsToFloat(mid)) & 0xFFFF0000u);
+}
+
+// Slot j of `src` (8 f32s) as its three planes of 8 bf16s.
+void splitSlot(vec4 v0, vec4 v1, out uvec4 hi, out uvec4 mid, out uvec4 lo) {
+  const uvec4 big = uvec4(0x7F7F8000u);  // infinities, NaNs and what rounds to them
+  nonFinite = nonFinite || any(greaterThanEqual(floatBitsToUint(v0) & 0x7FFFFFFFu, big)) ||
+              any(greaterThanEqual(floatBitsToUint(v1) & 0x7FFFFFFFu, big));
+  uvec3 e[8];
+  [[unroll]] for (uint i = 0u; i < 4u; ++i) e[i] = split3(v0[i]), e[i + 4u] = split3(v1[i]);
+  [[unroll]] for (uint i = 0u; i < 4u; ++i) {
+    hi[i] = (e[2u * i].x >> 16) | e[2u * i + 1u].x;
+    mid[i] = (e[2u * i].y >> 16) | e[2u * i + 1u].y;
+    lo[i] = (e[2u * i].z >> 16) | e[2u * i + 1u].z;
+  }
+}
+#define STORE_SLOT(dst, at, src, j, planeStride)                         \
+  {                                                                      \
+    uvec4 hi_, mid_, lo_;                                                \
+    splitSlot(src[2u * (j)], src[2u * (j) + 1u], hi_, mid_, lo_);        \
+    dst[at] = hi_;                                                       \
+    dst[(at) + (planeStride)] = mid_;                                    \
+    dst[(at) + 2u * (planeStride)] = lo_;                                \
+  }
+#else
+#define STORE_SLOT(dst, at, src, j, planeStride) dst[at] = src[j]
+#endif
 
 void stash(uint buf, uint t) {
   [[unroll]] for (uint j = 0u; j < LA; ++j) {
     uint idx = t + NT * j;
-    if (idx < AV) As[buf * ATILE + (idx / KV) * AS + idx % KV] = pa[j];
+    if (idx < AV) STORE_SLOT(As, buf * ATILE + (idx / KV) * AS + idx % KV, pa, j, A_PLANE(1u));
   }
   [[unroll]] for (uint j = 0u; j < LB; ++j) {
     uint idx = t + NT * j;
 #ifdef TRANS_B
-    if (idx < BV) Bs[buf * BTILE + (idx / KV) * BS + idx % KV] = pb[j];
+    if (idx < BV) STORE_SLOT(Bs, buf * BTILE + (idx / KV) * BS + idx % KV, pb, j, B_PLANE(1u));
 #else
-    if (idx < BV) Bs[buf * BTILE + (idx / (BN / 8u)) * BS + idx % (BN / 8u)] = pb[j];
+    if (idx < BV) STORE_SLOT(Bs, buf * BTILE + (idx / (BN / 8u)) * BS + idx % (BN / 8u), pb, j, B_PLANE(1u));
 #endif
   }
 }
@@ -155,23 +245,53 @@ void stash(uint buf, uint t) {
 // One K tile of the product out of shared buffer `cur`: 16 halves of k per
 // step, all of this subgroup's A and B fragments, then every pair.
 #ifdef TRANS_B
-#define LOAD_B_FRAG(f, cur, kk, j) coopMatLoadNV(f, Bs, (cur) * BTILE + (wn + 16u * (j)) * BS + (kk), BS, true)
+#define LOAD_B_FRAG_PLANE(f, cur, kk, j, pl) \
+  coopMatLoadNV(f, Bs, (cur) * BTILE + (wn + 16u * (j)) * BS + B_PLANE(pl) + (kk), BS, true)
 #else
-#define LOAD_B_FRAG(f, cur, kk, j) \
-  coopMatLoadNV(f, Bs, (cur) * BTILE + (kk) * 8u * BS + (wn + 16u * (j)) / 8u, BS, false)
+#define LOAD_B_FRAG_PLANE(f, cur, kk, j, pl) \
+  coopMatLoadNV(f, Bs, (cur) * BTILE + B_PLANE(pl) + (kk) * 8u * BS + (wn + 16u * (j)) / 8u, BS, false)
 #endif
+#define LOAD_B_FRAG(f, cur, kk, j) LOAD_B_FRAG_PLANE(f, cur, kk, j, 0u)
+#define LOAD_A_FRAG(f, cur, kk, i, pl) coopMatLoadNV(f, As, (cur) * ATILE + (wm + 16u * (i)) * AS + A_PLANE(pl) + (kk), AS, false)
+#ifdef F32_SPLIT
+// The six part products, hi*hi into acc and the rest into cor.
+#define MMA_TILE(cur)                                                                                  \
+  [[unroll]] for (uint kk = 0u; kk < KV; kk += 2u) {                                                   \
+    FragB fb[3u * FN];                                                                                 \
+    [[unroll]] for (uint pl = 0u; pl < 3u; ++pl) {                                                     \
+      [[unroll]] for (uint j = 0u; j < FN; ++j) LOAD_B_FRAG_PLANE(fb[pl * FN + j], cur, kk, j, pl);    \
+    }                                                                                                  \
+    [[unroll]] for (uint i = 0u; i < FM; ++i) {                                                        \
+      FragA fa;                                                                                        \
+      LOAD_A_FRAG(fa, cur, kk, i, 0u);                                                                 \
+      [[unroll]] for (uint j = 0u; j < FN; ++j) {                                                      \
+        acc[i][j] = coopMatMulAddNV(fa, fb[j], acc[i][j]);                                             \
+        cor[i][j] = coopMatMulAddNV(fa, fb[FN + j], cor[i][j]);                                        \
+        cor[i][j] = coopMatMulAddNV(fa, fb[2u * FN + j], cor[i][j]);                                   \
+      }                                                                                                \
+      LOAD_A_FRAG(fa, cur, kk, i, 1u);                                                                 \
+      [[unroll]] for (uint j = 0u; j < FN; ++j) {                                                      \
+        cor[i][j] = coopMatMulAddNV(fa, fb[j], cor[i][j]);                                             \
+        cor[i][j] = coopMatMulAddNV(fa, fb[FN + j], cor[i][j]);                                        \
+      }                                                                                                \
+      LOAD_A_FRAG(fa, cur, kk, i, 2u);                                                                 \
+      [[unroll]] for (uint j = 0u; j < FN; ++j) cor[i][j] = coopMatMulAddNV(fa, fb[j], cor[i][j]);    \
+    }                                                                                                  \
+  }
+#else
 #define MMA_TILE(cur)                                                                                  \
   [[unroll]] for (uint kk = 0u; kk < KV; kk += 2u) {                                                   \
     FragA fa[FM];                                                                                      \
     FragB fb[FN];                                                                                      \
     [[unroll]] for (uint i = 0u; i < FM; ++i) {                                                        \
-      coopMatLoadNV(fa[i], As, (cur) * ATILE + (wm + 16u * i) * AS + kk, AS, false);                   \
+      LOAD_A_FRAG(fa[i], cur, kk, i, 0u);                                                              \
     }                                                                                                  \
     [[unroll]] for (uint j = 0u; j < FN; ++j) LOAD_B_FRAG(fb[j], cur, kk, j);                          \
     [[unroll]] for (uint i = 0u; i < FM; ++i) {                                                        \
       [[unroll]] for (uint j = 0u; j < FN; ++j) acc[i][j] = coopMatMulAddNV(fa[i], fb[j], acc[i][j]);  \
     }                                                                                                  \
   }
+#endif
 
 // The K loop, once for inner tiles and once for edge ones; FETCH(k0) loads
 // the K tile at k0 into pa and pb.
@@ -202,6 +322,31 @@ void stash(uint buf, uint t) {
     if (more) stash(cur ^ 1u, t);                     \
     barrier();                                        \
   }
+#endif
+
+#ifdef F32_SPLIT
+shared uint tileNonFinite;
+
+// The tile's outputs element by element in f32, for operands the split
+// cannot carry: infinities and NaNs propagate as IEEE arithmetic has them.
+void productIeee(uint aoff, uint boff, uint coff, uint yoff, uint m0, uint n0, uint t, float alpha, float beta,
+                 bool hasBias, uint scm, uint scn) {
+  for (uint e = t; e < BM * BN; e += NT) {
+    const uint gm = m0 + e / BN, gn = n0 + e % BN;
+    if (gm >= M || gn >= N) continue;
+    float sum = 0.0;
+    for (uint k = 0u; k < K; ++k) {
+#ifdef TRANS_B
+      sum += LOAD_a(aoff + gm * lda + k) * LOAD_b(boff + gn * ldb + k);
+#else
+      sum += LOAD_a(aoff + gm * lda + k) * LOAD_b(boff + k * ldb + gn);
+#endif
+    }
+    float v = sum * alpha;
+    if (hasBias) v += beta * LOAD_c(coff + gm * scm + gn * scn);
+    STORE_y(yoff + gm * N + gn, v);
+  }
+}
 #endif
 
 void main() {
@@ -240,6 +385,14 @@ void main() {
       [[unroll]] for (uint i = 0u; i < FM; ++i) {
         [[unroll]] for (uint j = 0u; j < FN; ++j) acc[i][j] = FragAcc(0.0);
       }
+#ifdef F32_SPLIT
+      FragAcc cor[FM][FN];  // the part products below hi * hi
+      [[unroll]] for (uint i = 0u; i < FM; ++i) {
+        [[unroll]] for (uint j = 0u; j < FN; ++j) cor[i][j] = FragAcc(0.0);
+      }
+      nonFinite = false;
+      if (t == 0u) tileNonFinite = 0u;  // read by the last tile before its final barrier
+#endif
       if (m0 + BM <= M && n0 + BN <= N && K % BK == 0u) {
         setupInner(aoff, boff, m0, n0, t);
         K_LOOP(FETCH_INNER)
@@ -248,6 +401,18 @@ void main() {
       }
 #ifdef SINGLE_BUF
       barrier();  // the epilogue reuses As
+#endif
+#ifdef F32_SPLIT
+      if (nonFinite) atomicOr(tileNonFinite, 1u);
+      barrier();
+      if (tileNonFinite != 0u) {  // the same for the whole workgroup
+        productIeee(aoff, boff, coff, yoff, m0, n0, t, alpha, beta, hasBias, scm, scn);
+        barrier();
+        continue;
+      }
+      [[unroll]] for (uint i = 0u; i < FM; ++i) {
+        [[unroll]] for (uint j = 0u; j < FN; ++j) acc[i][j] += cor[i][j];
+      }
 #endif
       // Epilogue: each subgroup owns 64 uvec4s (a 16x16 f32 fragment) of As.
       uint frag = warp * 64u, row = lane >> 1u, half8 = (lane & 1u) * 8u;

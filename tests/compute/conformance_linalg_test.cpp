@@ -5,6 +5,8 @@
 // inputs are small so the products are exact.
 
 #include <cmath>
+#include <cstdio>
+#include <limits>
 
 #include "compute/template_util.h"
 #include "tests/compute/conformance.h"
@@ -292,6 +294,133 @@ void LinalgConformance::checkTensorCorePath(DType dt) {
   auto x4 = inputFor(dt, {2, 32, 72}), w4 = inputFor(dt, {264, 72});
   expectClose(call("linear", {x4, w4})[0], rounded(refMatmul(x4, transpose2(w4))), "linear [2, 32, 72] weight [264, 72]",
               72);
+}
+
+// f32 products with K of 256 or more run on bf16 tensor cores where the
+// device has them, each operand split into three bf16 parts
+// (matmul_coop.comp, F32_SPLIT), elsewhere on the fast kernel: edge tiles in
+// M, N and K, whole tiles, batches with a broadcast b, linear's [N, K]
+// weight, bias and alpha/beta, at f32's tolerance.
+TEST_F(LinalgConformance, F32LongKProducts) {
+  for (const MatmulCase& c : std::vector<MatmulCase>{
+           {{200, 264}, {264, 136}},       // edge tiles, K not a whole number of steps
+           {{128, 512}, {512, 256}},       // whole tiles only
+           {{2, 72, 256}, {1, 256, 200}},  // batch, broadcast b
+           {{64, 256}, {256, 1024}},       // one tile row
+       }) {
+    auto a = inputFor(DType::F32, c.a), b = inputFor(DType::F32, c.b);
+    expectClose(call("matmul", {a, b})[0], rounded(refMatmul(a, b)), "matmul " + shapeStr(c.a) + " @ " + shapeStr(c.b),
+                double(innerOf(c.a)));
+  }
+  auto x = inputFor(DType::F32, {3, 50, 256}), w = inputFor(DType::F32, {136, 256}), bias = inputFor(DType::F32, {136});
+  expectClose(call("linear", {x, w, bias})[0], scaleAdd(refMatmul(x, transpose2(w)), &bias, 1, 1),
+              "linear+bias [3, 50, 256] weight [136, 256]", 256);
+  auto xi = inputFor(DType::F32, {128, 512}), wi = inputFor(DType::F32, {256, 512});
+  expectClose(call("linear", {xi, wi})[0], rounded(refMatmul(xi, transpose2(wi))),
+              "linear [128, 512] weight [256, 512]", 512);
+  auto m1 = inputFor(DType::F32, {130, 320}), m2 = inputFor(DType::F32, {320, 72}), c = inputFor(DType::F32, {130, 1});
+  expectClose(call("addmm", {c, m1, m2}, {{"beta", 0.5}, {"alpha", -2.0}})[0],
+              scaleAdd(refMatmul(m1, m2), &c, -2.0, 0.5), "addmm [130, 320] @ [320, 72]", 320);
+}
+
+// The split loses no bit of either operand: with one operand a signed
+// permutation scaled by powers of two, every output is an element of the
+// other times a power of two, exact in f32. The elements span 2^-100 to
+// 2^100, each with a full 24-bit significand.
+TEST_F(LinalgConformance, F32ProductsKeepEveryBitOfTheirOperands) {
+  const int64_t m = 64, k = 256, n = 128;
+  auto full = [](const Shape& shape, uint64_t seed) {
+    HostTensor t{DType::F32, shape, {}};
+    uint64_t state = seed;
+    for (int64_t i = 0; i < numelOf(shape); ++i) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      const double significand = 1.0 + double((state >> 40) & 0x7FFFFF) / double(1 << 23);  // 24 bits
+      const int exponent = int((state >> 20) % 201) - 100;
+      t.values.push_back(((state >> 63) ? -1.0 : 1.0) * std::ldexp(significand, exponent));
+    }
+    return t;
+  };
+  // perm[j]: the row of b (column of a) that output column j takes, scaled by 2^(j % 5 - 2).
+  auto picker = [&](int64_t rows, int64_t cols, bool transposed) {
+    HostTensor t{DType::F32, transposed ? Shape{cols, rows} : Shape{rows, cols},
+                 std::vector<double>(size_t(rows * cols))};
+    for (int64_t j = 0; j < cols; ++j) {
+      const int64_t i = (j * 37 + 11) % rows;
+      const double v = (j % 2 ? -1.0 : 1.0) * std::ldexp(1.0, int(j % 5) - 2);
+      t.values[size_t(transposed ? j * rows + i : i * cols + j)] = v;
+    }
+    return t;
+  };
+  auto exactly = [](const HostTensor& got, const HostTensor& want, const std::string& what) {
+    ASSERT_EQ(got.values.size(), want.values.size()) << what;
+    int64_t wrong = 0;
+    for (size_t i = 0; i < want.values.size(); ++i) {
+      if (got.values[i] != want.values[i] && wrong++ < 5) {
+        ADD_FAILURE() << what << ": element " << i << " is " << got.values[i] << ", expected exactly "
+                      << want.values[i];
+      }
+    }
+    EXPECT_EQ(wrong, 0) << what;
+  };
+  auto a = full({m, k}, 1), b = picker(k, n, false);
+  exactly(call("matmul", {a, b})[0], refMatmul(a, b), "full a @ picking b");
+  auto pa = picker(k, m, true), fb = full({k, n}, 2);  // a [m, k] picks rows of b
+  exactly(call("matmul", {pa, fb})[0], refMatmul(pa, fb), "picking a @ full b");
+  auto w = picker(k, n, true);  // linear's weight [n, k]
+  exactly(call("linear", {a, w})[0], refMatmul(a, transpose2(w)), "linear: full x, picking weight");
+}
+
+// Infinities and NaNs propagate as IEEE arithmetic has them (the split
+// cannot carry them: the tiles that hold one are computed again in f32),
+// and so do values near f32's largest, which the split would round past
+// it. Tiles without them are unaffected.
+TEST_F(LinalgConformance, F32ProductsPropagateInfinitiesAndNaNs) {
+  const double inf = std::numeric_limits<double>::infinity();
+  auto a = inputFor(DType::F32, {192, 256}), b = inputFor(DType::F32, {256, 256});
+  a.values[3 * 256 + 5] = inf;
+  a.values[70 * 256 + 9] = std::numeric_limits<double>::quiet_NaN();
+  b.values[7 * 256 + 200] = -inf;
+  a.values[130 * 256 + 0] = 3.4e38;  // rounds to infinity in bf16
+  b.values[0 * 256 + 100] = 0.0;
+  a.values[150 * 256 + 1] = -3.39e38;
+  auto got = call("matmul", {a, b})[0];
+  auto want = rounded(refMatmul(a, b));
+  expectClose(got, want, "matmul with inf, NaN and near-largest elements", 256);
+  EXPECT_TRUE(std::isinf(got.values[3 * 256 + 17])) << got.values[3 * 256 + 17];
+  EXPECT_TRUE(std::isnan(got.values[70 * 256 + 17])) << got.values[70 * 256 + 17];
+  EXPECT_NEAR(got.values[130 * 256 + 100], want.values[130 * 256 + 100], 1e-3 * std::abs(want.values[130 * 256 + 100]));
+  auto x = inputFor(DType::F32, {64, 256}), w = inputFor(DType::F32, {128, 256});
+  w.values[5 * 256 + 30] = -inf;
+  expectClose(call("linear", {x, w})[0], rounded(refMatmul(x, transpose2(w))), "linear with an infinite weight", 256);
+}
+
+// As accurate as f32 arithmetic over a long K: the root-mean-square error of
+// a 4096-long product against the exact result is within twice that of the
+// same dot products accumulated in order in f32 on the host, for operands
+// of mixed signs and for positive ones (whose sums only grow, where
+// rounding that always truncates would show).
+TEST_F(LinalgConformance, F32LongKIsAsAccurateAsF32) {
+  const int64_t m = 64, k = 4096, n = 128;
+  for (double lo : {-1.0, 0.0}) {
+    auto a = inputFor(DType::F32, {m, k}), b = randomTensor(DType::F32, {k, n}, lo, 1);
+    if (lo == 0) a = randomTensor(DType::F32, {m, k}, 0, 1);
+    auto got = call("matmul", {a, b})[0];
+    auto exact = refMatmul(a, b);
+    double device = 0, host = 0;
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        float s = 0;
+        for (int64_t p = 0; p < k; ++p) s += float(a.values[size_t(i * k + p)]) * float(b.values[size_t(p * n + j)]);
+        const double e = exact.values[size_t(i * n + j)];
+        host += (double(s) - e) * (double(s) - e);
+        device += (got.values[size_t(i * n + j)] - e) * (got.values[size_t(i * n + j)] - e);
+      }
+    }
+    device = std::sqrt(device / double(m * n)), host = std::sqrt(host / double(m * n));
+    std::printf("f32 %lldx%lldx%lld, operands in [%g, 1]: RMS error %.3g on the device, %.3g in order on the host\n",
+                (long long)m, (long long)k, (long long)n, lo, device, host);
+    EXPECT_LE(device, 2 * host) << "operands in [" << lo << ", 1]";
+  }
 }
 
 TEST_F(LinalgConformance, MmAndBmm) {

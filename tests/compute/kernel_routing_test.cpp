@@ -2,8 +2,10 @@
 // the results of every path; these tests check that a case meant for a path
 // still takes it, through Engine::kernelDispatches(), so a routing rule that
 // silently stopped choosing a path fails here rather than only in a
-// benchmark. f32 routing is the same on every device; f16's and bf16's
-// depend on whether the device has tensor cores (cooperative matrices).
+// benchmark. f16's and bf16's routing depends on whether the device has
+// tensor cores (cooperative matrices), and so does that of f32 products
+// with K of 256 or more (split into bf16 parts where bf16 tensor cores
+// exist); the rest of f32's is the same on every device.
 
 #include <map>
 #include <string>
@@ -46,6 +48,11 @@ class KernelRoutingTest : public ConformanceTest {
     const DeviceFeatures& f = engine().device().features;
     return dtype == DType::F16 ? f.coopMatrixF16 : dtype == DType::BF16 && f.coopMatrixBf16;
   }
+
+  // The kernel of a long-K f32 product: bf16 tensor cores or the fast kernel.
+  static std::string longF32Product() {
+    return engine().device().features.f32SplitBf16 ? "matmul|f32|coop" : "matmul|f32|fast";
+  }
 };
 
 TEST_F(KernelRoutingTest, EveryDispatchIsCountedUnderItsVariant) {
@@ -74,9 +81,17 @@ TEST_F(KernelRoutingTest, MatmulF32) {
   // A product with fewer than 16 rows: one invocation per output.
   ran = kernelsOf("matmul", {randomTensor(DType::F32, {8, 64}), randomTensor(DType::F32, {64, 96})});
   EXPECT_EQ(ran, std::vector<std::string>{"matmul|f32|small"});
-  // One output tile and a long K: split into slices on the fast kernel, summed by a second pass.
+  // One output tile and a long K: split into slices, summed by a second pass.
   ran = kernelsOf("matmul", {randomTensor(DType::F32, {64, 4096}), randomTensor(DType::F32, {4096, 64})});
-  EXPECT_TRUE(anyStartsWith(ran, "matmul|f32|fast") && anyStartsWith(ran, "matmul|f32|splitsum")) << namesStr(ran);
+  EXPECT_TRUE(anyStartsWith(ran, longF32Product()) && anyStartsWith(ran, "matmul|f32|splitsum")) << namesStr(ran);
+  // K of 256: split into bf16 parts on tensor cores where the device has
+  // them (F32_SPLIT), b either way round; else the fast kernel.
+  ran = kernelsOf("matmul", {randomTensor(DType::F32, {128, 256}), randomTensor(DType::F32, {256, 128})});
+  EXPECT_TRUE(anyStartsWith(ran, longF32Product()) && !anyContains(ran, "|bt")) << namesStr(ran);
+  ran = kernelsOf("linear", {randomTensor(DType::F32, {128, 256}), randomTensor(DType::F32, {96, 256})});
+  EXPECT_TRUE(anyStartsWith(ran, longF32Product()) && anyContains(ran, "|bt")) << namesStr(ran);
+  ASSERT_EQ(ran.size(), 1u) << namesStr(ran);
+  EXPECT_EQ(ran[0].find("|coop") != std::string::npos, engine().device().features.f32SplitBf16) << ran[0];
 }
 
 TEST_F(KernelRoutingTest, MatmulHalfOnTensorCores) {

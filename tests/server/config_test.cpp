@@ -57,7 +57,7 @@ TEST(ConfigTest, EveryKeyIsRead) {
     "state_dir": "/s", "cache_dir": "/c", "log_level": "debug",
     "limits": {"memory_limit_bytes": 1000, "max_tensor_bytes": 12, "max_message_bytes": 4194304,
                "max_inflight_calls_per_connection": 3, "max_connections": 5},
-    "staging": {"slot_bytes": 65536, "slots": 2})"));
+    "staging": {"slot_bytes": 65536, "slots": 2}, "device_sharing": "fifo", "matmul_f32": "fma")"));
   EXPECT_EQ(c.listen.host, "::1");
   EXPECT_EQ(c.listen.port, 0);
   EXPECT_TRUE(c.allowRemotePlaintext);
@@ -72,6 +72,13 @@ TEST(ConfigTest, EveryKeyIsRead) {
   EXPECT_EQ(c.limits.maxConnections, 5u);
   EXPECT_EQ(c.staging.slotBytes, 65536u);
   EXPECT_EQ(c.staging.slots, 2u);
+  EXPECT_FALSE(c.fairSharing);
+  EXPECT_FALSE(c.f32ProductsOnTensorCores);
+}
+
+TEST(ConfigTest, F32ProductsRunOnTensorCoresByDefault) {
+  EXPECT_TRUE(parseConfig(withAuth(R"("log_level": "info")")).f32ProductsOnTensorCores);
+  EXPECT_TRUE(parseConfig(withAuth(R"("matmul_f32": "tensor_cores")")).f32ProductsOnTensorCores);
 }
 
 TEST(ConfigTest, DeviceIndexMayBeANumber) { EXPECT_EQ(parseConfig(withAuth(R"("device": 1)")).device, "1"); }
@@ -144,7 +151,8 @@ TEST(ConfigTest, EachValidationErrorNamesItsKey) {
       {R"("limits": {"max_message_bytes": 1024})", "limits.max_message_bytes: must be at least 2097152"},
       {R"("limits": {"max_inflight_calls_per_connection": 0})",
        "limits.max_inflight_calls_per_connection: expected an integer from 1 to 4294967295, got 0"},
-      {R"("limits": {"max_connections": 0})", "limits.max_connections: expected an integer from 1 to 4294967295, got 0"},
+      {R"("limits": {"max_connections": 0})",
+       "limits.max_connections: expected an integer from 1 to 4294967295, got 0"},
       {R"("limits": {"max_connections": "many"})",
        R"(limits.max_connections: expected a non-negative integer, got "many")"},
       {R"("limits": 5)", "limits: expected an object, got 5"},
@@ -163,6 +171,7 @@ TEST(ConfigTest, EachValidationErrorNamesItsKey) {
       {R"("state_dir": 1)", "state_dir: expected a string, got 1"},
       {R"("cache_dir": null)", "cache_dir: expected a string, got null"},
       {R"("log_level": "verbose")", R"(log_level: expected one of trace, debug, info, warn, error, got "verbose")"},
+      {R"("matmul_f32": "tf32")", R"(matmul_f32: expected "tensor_cores" or "fma", got "tf32")"},
       {R"("metrics": {"device_time_interval_ms": 60001})",
        "metrics.device_time_interval_ms: expected an integer from 0 to 60000, got 60001"},
       {R"("metrics": {"device_time_interval_ms": -1})",
