@@ -443,9 +443,16 @@ class Conv final : public KernelTemplate {
     // images: on an H100 ResNet-50's 14x14 layer ran at 25.9-26.0 TFLOP/s
     // there against 24.9 as a product, and its 7x7 layer (too few columns
     // for the fast kernel) 19.3-19.5 against 15.0-16.1.
-    if (dtype == DType::F32) return g.o >= 64 && g.in.h * g.in.w >= 256;
+    // Where f32 products run on tensor cores (split into bf16 parts), the
+    // product wins at 14x14 as well: 196 pixels, a multiple of 4 as that
+    // kernel needs (measured below at "f32 products on tensor cores").
+    const bool aligned = in[0].buffer->deviceAddress() % 16 == 0 && in[1].buffer->deviceAddress() % 16 == 0;
+    if (dtype == DType::F32) {
+      if (g.o >= 64 && g.in.h * g.in.w >= 256) return true;
+      return aligned && tensorCoreProductF32(features, dtype, g.in.n, g.o, g.in.h * g.in.w, g.in.c);
+    }
     if (dtype != DType::F16 && dtype != DType::BF16) return false;
-    if (in[0].buffer->deviceAddress() % 16 != 0 || in[1].buffer->deviceAddress() % 16 != 0) return false;
+    if (!aligned) return false;
     // The tensor-core kernel's conditions on the sizes; its output type does not enter them.
     return tensorCoreProductF32(features, dtype, g.in.n, g.o, g.in.h * g.in.w, g.in.c);
   }

@@ -415,12 +415,16 @@ class Matmul final : public KernelTemplate {
       return std::nullopt;
     }
     if (split && p.k < kSplitMinK) return std::nullopt;
-    if (p.m < 64 || p.n < 64 || p.k < 8 || p.k % 8 != 0 || p.n % 8 != 0) return std::nullopt;
+    // f32 moves as 4-element vectors, so N (b's rows as [K, N], y's rows)
+    // need only be a multiple of 4 there; a's rows and b's as [N, K] go in
+    // whole slots of 8 elements.
+    const int64_t nAlign = split ? 4 : 8;
+    if (p.m < 64 || p.n < 64 || p.k < 8 || p.k % 8 != 0 || p.n % nAlign != 0) return std::nullopt;
     // Rows may be longer than the product reads (split-K's slices), with a
     // stride that keeps every row 16-byte aligned.
     if (p.sak != 1 || p.sam < p.k || p.sam % 8 != 0) return std::nullopt;
     CoopConfig c;
-    if (p.sbn == 1 && p.sbk >= p.n && p.sbk % 8 == 0) {
+    if (p.sbn == 1 && p.sbk >= p.n && p.sbk % nAlign == 0) {
       int64_t batch = 1;
       for (int64_t d : p.batch) batch *= d;
       const bool shortTile =

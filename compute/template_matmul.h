@@ -26,8 +26,9 @@ std::shared_ptr<const KernelTemplate> matmul(MatmulKind kind = MatmulKind::kMatm
 std::shared_ptr<const KernelTemplate> dot();
 
 // For other templates: y[i] = a[i] @ b[i] for i < batch, a [batch, m, k] and
-// b [batch, k, n] contiguous in `dtype` (f16 or bf16), y [batch, m, n] in
-// f32, on the tensor-core kernel (kernels/matmul_coop.comp with Y_F32).
+// b [batch, k, n] contiguous in `dtype` (f16 or bf16; or f32, split into
+// bf16 parts on devices with DeviceFeatures::f32SplitBf16), y [batch, m, n]
+// in f32, on the tensor-core kernel (kernels/matmul_coop.comp with Y_F32).
 // tensorCoreProductF32 says whether the device and the sizes allow it (the
 // addresses must also be 16-byte aligned); recordTensorCoreProductF32
 // throws std::logic_error where they do not.

@@ -11,7 +11,8 @@
 // templates' intermediates, template_matmul.h).
 //
 // Needs K and N multiples of 8 and 16-byte aligned a, b and y: operands move
-// as uvec4s of 8 halves, each wholly inside or outside the matrix. M and N
+// as uvec4s of 8 halves, each wholly inside or outside the matrix (with
+// F32_SPLIT, N need only be a multiple of 4: f32 moves as vec4s). M and N
 // need not fill a tile: edge tiles are zero-filled on load, guarded on store.
 //
 // One workgroup per output tile (a 1-D grid over the tiles of a matrix,
@@ -114,11 +115,17 @@ uint M, N, K, lda, ldb;
 // LOAD_SLOT_AT(dst, j, address) the 8 at a byte address.
 #ifdef F32_SPLIT
 vec4 pa[2u * LA], pb[2u * LB];
-#define LOAD_SLOT(dst, j, base, i, ok)                                         \
+// ... and LOAD_SLOT2 the two halves of a slot under conditions of their own:
+// b as [K, N] needs N only a multiple of 4 here.
+#define LOAD_SLOT2(dst, j, base, i, ok0, ok1)                                  \
   {                                                                           \
-    const bool ok_ = (ok);                                                    \
-    dst[2u * (j)] = ok_ ? Vec4f(base).v[(i) >> 2] : vec4(0.0);                \
-    dst[2u * (j) + 1u] = ok_ ? Vec4f(base).v[((i) >> 2) + 1u] : vec4(0.0);    \
+    dst[2u * (j)] = (ok0) ? Vec4f(base).v[(i) >> 2] : vec4(0.0);              \
+    dst[2u * (j) + 1u] = (ok1) ? Vec4f(base).v[((i) >> 2) + 1u] : vec4(0.0);  \
+  }
+#define LOAD_SLOT(dst, j, base, i, ok)     \
+  {                                        \
+    const bool ok_ = (ok);                 \
+    LOAD_SLOT2(dst, j, base, i, ok_, ok_)  \
   }
 #define LOAD_SLOT_AT(dst, j, address)            \
   {                                              \
@@ -144,7 +151,12 @@ void fetch(uint aoff, uint boff, uint m0, uint n0, uint k0, uint t) {
     LOAD_SLOT(pb, j, uint64_t(p.b), boff + col * ldb + k, idx < BV && col < N && k < K);
 #else
     uint k = k0 + idx / (BN / 8u), col = n0 + (idx % (BN / 8u)) * 8u;
+#ifdef F32_SPLIT
+    const bool ok = idx < BV && col < N && k < K;
+    LOAD_SLOT2(pb, j, uint64_t(p.b), boff + k * ldb + col, ok, ok && col + 4u < N);
+#else
     LOAD_SLOT(pb, j, uint64_t(p.b), boff + k * ldb + col, idx < BV && col < N && k < K);
+#endif
 #endif
   }
 }
@@ -429,16 +441,17 @@ void main() {
           if (gm >= M || gn >= N) continue;
           lo *= alpha;
           hi *= alpha;
+          const bool hiInside = gn + 4u < N;  // N is a multiple of 8, or with Y_F32 of 4
           if (hasBias) {
             uint c0 = coff + gm * scm + gn * scn;
             [[unroll]] for (uint e = 0u; e < 4u; ++e) {
               lo[e] += beta * LOAD_c(c0 + e * scn);
-              hi[e] += beta * LOAD_c(c0 + (e + 4u) * scn);
+              if (hiInside) hi[e] += beta * LOAD_c(c0 + (e + 4u) * scn);
             }
           }
 #if defined(Y_F32)
           Vec4f(uint64_t(p.y)).v[(yoff + gm * N + gn) >> 2] = lo;
-          Vec4f(uint64_t(p.y)).v[((yoff + gm * N + gn) >> 2) + 1u] = hi;
+          if (hiInside) Vec4f(uint64_t(p.y)).v[((yoff + gm * N + gn) >> 2) + 1u] = hi;
 #else
 #if defined(BF16_OPERANDS)
           uvec4 v = uvec4(float_to_bf16(lo.x) | float_to_bf16(lo.y) << 16, float_to_bf16(lo.z) | float_to_bf16(lo.w) << 16,

@@ -221,6 +221,10 @@ TEST_F(ConvConformanceTest, Conv2dPointwiseProduct) {
       {{2, 96, 16, 20}, {64, 96, 1, 1}, A{.dilation = {2, 2}}, false},  // dilation means nothing to a 1x1 kernel
       {{2, 32, 14, 14}, {64, 32, 1, 1}, A{}, false},
       {{2, 32, 7, 7}, {64, 32, 1, 1}, A{}, false},
+      // 256 or more input channels at 14x14: on devices whose f32 products
+      // run on tensor cores, a product with 196 columns per image (a
+      // multiple of 4, not of 8); elsewhere the implicit GEMM.
+      {{2, 256, 14, 14}, {72, 256, 1, 1}, A{}, false},
   };
   for (const auto& k : cases) checkConv(k, false);
   // f16 and bf16 take it on tensor cores (elsewhere the implicit GEMM).

@@ -303,10 +303,11 @@ void LinalgConformance::checkTensorCorePath(DType dt) {
 // weight, bias and alpha/beta, at f32's tolerance.
 TEST_F(LinalgConformance, F32LongKProducts) {
   for (const MatmulCase& c : std::vector<MatmulCase>{
-           {{200, 264}, {264, 136}},       // edge tiles, K not a whole number of steps
-           {{128, 512}, {512, 256}},       // whole tiles only
-           {{2, 72, 256}, {1, 256, 200}},  // batch, broadcast b
-           {{64, 256}, {256, 1024}},       // one tile row
+           {{200, 264}, {264, 136}},        // edge tiles, K not a whole number of steps
+           {{128, 512}, {512, 256}},        // whole tiles only
+           {{2, 72, 256}, {1, 256, 200}},   // batch, broadcast b
+           {{64, 256}, {256, 1024}},        // one tile row
+           {{2, 100, 256}, {1, 256, 196}},  // N a multiple of 4, not of 8: the last 8 columns half outside
        }) {
     auto a = inputFor(DType::F32, c.a), b = inputFor(DType::F32, c.b);
     expectClose(call("matmul", {a, b})[0], rounded(refMatmul(a, b)), "matmul " + shapeStr(c.a) + " @ " + shapeStr(c.b),
@@ -321,6 +322,12 @@ TEST_F(LinalgConformance, F32LongKProducts) {
   auto m1 = inputFor(DType::F32, {130, 320}), m2 = inputFor(DType::F32, {320, 72}), c = inputFor(DType::F32, {130, 1});
   expectClose(call("addmm", {c, m1, m2}, {{"beta", 0.5}, {"alpha", -2.0}})[0],
               scaleAdd(refMatmul(m1, m2), &c, -2.0, 0.5), "addmm [130, 320] @ [320, 72]", 320);
+  auto m3 = inputFor(DType::F32, {320, 132}), c3 = inputFor(DType::F32, {130, 132});
+  expectClose(call("addmm", {c3, m1, m3}, {{"beta", 0.5}, {"alpha", -2.0}})[0],
+              scaleAdd(refMatmul(m1, m3), &c3, -2.0, 0.5), "addmm [130, 320] @ [320, 132] + [130, 132]", 320);
+  auto w4 = inputFor(DType::F32, {132, 256}), b4 = inputFor(DType::F32, {132});
+  expectClose(call("linear", {x, w4, b4})[0], scaleAdd(refMatmul(x, transpose2(w4)), &b4, 1, 1),
+              "linear+bias [3, 50, 256] weight [132, 256]", 256);
 }
 
 // The split loses no bit of either operand: with one operand a signed

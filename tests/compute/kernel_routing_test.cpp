@@ -116,6 +116,14 @@ TEST_F(KernelRoutingTest, Conv2dF32) {
   ran = kernelsOf("conv2d", {randomTensor(f, {2, 64, 14, 14}), randomTensor(f, {128, 64, 1, 1})});
   EXPECT_TRUE(anyStartsWith(ran, "conv_gemm|f32|") && anyContains(ran, "|inside")) << namesStr(ran);
   EXPECT_FALSE(anyStartsWith(ran, "matmul")) << namesStr(ran);
+  // 256 input channels at 14x14: a product on tensor cores where f32 products
+  // run there (196 columns per image, a multiple of 4), else the implicit GEMM.
+  ran = kernelsOf("conv2d", {randomTensor(f, {2, 256, 14, 14}), randomTensor(f, {64, 256, 1, 1})});
+  if (engine().device().features.f32SplitBf16) {
+    EXPECT_EQ(ran, std::vector<std::string>{"matmul|f32|coop64x128x32|w32x64|g8|s1|bn"});
+  } else {
+    EXPECT_TRUE(anyStartsWith(ran, "conv_gemm|f32|") && anyContains(ran, "|inside")) << namesStr(ran);
+  }
   // With bias: the implicit GEMM, which adds it.
   ran =
       kernelsOf("conv2d", {randomTensor(f, {2, 64, 16, 16}), randomTensor(f, {128, 64, 1, 1}), randomTensor(f, {128})});
