@@ -142,6 +142,7 @@ struct CoopConfig {
 // `yF32`: the products are stored as f32 (Y_F32), not in `dtype`.
 const KernelSource& coopSource(DType dtype, const CoopConfig& c, bool yF32 = false) {
   static KernelVariants variants;
+  yF32 = yF32 && dtype != DType::F32;  // f32 products are always stored as f32: one variant
   std::string key = "matmul|" + std::string(dtypeName(dtype)) + "|coop" + std::to_string(c.bm) + "x" +
                     std::to_string(c.bn) + "x" + std::to_string(c.bk) + "|w" + std::to_string(c.wm) + "x" +
                     std::to_string(c.wn) + "|g" + std::to_string(c.group) + (c.single ? "|s1" : "|s2") +
@@ -159,6 +160,9 @@ const KernelSource& coopSource(DType dtype, const CoopConfig& c, bool yF32 = fal
     b.define("NT", std::to_string((c.bm / c.wm) * (c.bn / c.wn) * 32) + "u");
     if (c.single) b.define("SINGLE_BUF");
     if (c.transB) b.define("TRANS_B");
+    if (dtype == DType::F32) {
+      return b.build(std::string(kernelFile("split_bf16.glsl")) + std::string(kernelFile("matmul_coop.comp")));
+    }
     return b.build(kernelFile("matmul_coop.comp"));
   });
 }
@@ -197,10 +201,12 @@ std::vector<CoopConfig> allCoopConfigs() { return {kCoopTile, kCoopTileTransB, k
 
 // f32 on bf16 tensor cores (F32_SPLIT, DeviceFeatures::f32SplitBf16): each
 // tile is held as three bf16 planes, so 64x128 tiles in K steps of 32 fill
-// one buffer of 38.5 KiB; 4 subgroups of 32x64. On an H100 (2026-11-24,
-// `op_bench --no-client --repeats 10`, TFLOP/s at 4096 / 8192 / linear
-// 8192x4096x4096) against the FMA kernel's 45.8 / 46.6 / 46.1: these tiles
-// 60.5 / 61.9 / 59.7; 128x64 in the same buffer 59.7 / 60.7 / 59.5; 64x128
+// one buffer of 38.5 KiB (39 with b as [N, K]); 4 subgroups of 32x64. On an
+// H100 (2026-11-24, `op_bench --no-client --repeats 10`, TFLOP/s at 4096 /
+// 8192 / linear 8192x4096x4096) against the FMA kernel's 45.8 / 46.6 / 46.1:
+// these tiles 55.3-55.7 / 59.1-59.6 / 58.5-59.0. Measured before each K
+// step's sum went through f32 arithmetic (matmul_coop.comp, MMA_TILE), as
+// 60.5 / 61.9 / 59.7: 128x64 in the same buffer 59.7 / 60.7 / 59.5; 64x128
 // with 4 subgroups of 64x32 52.2 / 54.3 / 54.8; 128x128 in K steps of 16 in
 // one buffer (8 subgroups) 56.8 / 58.2 / 54.7; 64x128 in K steps of 16
 // double-buffered 55.2 / 57.2. The split costs each element a dozen integer
@@ -497,7 +503,9 @@ class Matmul final : public KernelTemplate {
   // weight gradient [out, batch] @ [batch, in], say): each slice's product
   // goes to scratch memory as f32, and a second pass sums them, so the
   // partial products lose nothing. f32 slices run on the fast kernel where
-  // M and N are at least 64 (else on the generic kernels); f16 and bf16
+  // M and N are at least 64 (else on the generic kernels), or on tensor cores
+  // where dispatchProduct takes them there (the estimate below counts the
+  // fast kernel's tiles and rate all the same); f16 and bf16
   // ones only on tensor cores (`features`, `addresses`:
   // whether the product takes them), each starting on a multiple of 64
   // elements of K so its operands stay 16-byte aligned.

@@ -1,5 +1,6 @@
-// Tensor-core path of the matrix product for f16 (VK_NV_cooperative_matrix,
-// accumulating in f32): y = alpha * (a @ b) + beta * c over a batch, where a
+// Tensor-core path of the matrix product for f16 and bf16, and for f32 split
+// into bf16 parts (F32_SPLIT below) (VK_NV_cooperative_matrix, accumulating
+// in f32): y = alpha * (a @ b) + beta * c over a batch, where a
 // is a contiguous row-major [M, K] and b is [K, N] or, with TRANS_B, [N, K]
 // (linear's weight). Same push constants and meta words as matmul.comp;
 // template_matmul.cpp's record() chooses it on devices that report the
@@ -33,17 +34,17 @@
 //
 // F32_SPLIT (with BF16_OPERANDS and Y_F32): f32 operands on bf16 tensor
 // cores. Each element x is split as it is stored into shared memory into
-// three bf16 parts, x = hi + mid + lo exactly (split3), kept as three planes
-// of the tile (each row of a tile k-contiguous holds the planes side by
-// side; a b tile [BK][BN] holds them one below the other). A product of two
-// elements is then the sum of nine part products, of which the six down to
-// hi*lo, mid*mid and lo*hi are taken: the three left out are at most 2^-23
-// of it together, about what rounding the product to f32 costs. hi*hi goes
-// into one accumulator and the five smaller ones into a second, added at
-// the end, so the tensor cores' accumulation (truncating) rounds the large
-// sum once per K step rather than six times. A tile whose operands hold an
-// infinity or a NaN (which the split cannot carry) is computed again
-// element by element in f32, as IEEE arithmetic propagates them.
+// three bf16 parts, x = hi + mid + lo exactly (split_bf16.glsl), kept as
+// three planes of the tile (each row of a tile k-contiguous holds the planes
+// side by side; a b tile [BK][BN] holds them one below the other). Of the
+// nine part products of two elements the six down to hi*lo, mid*mid and
+// lo*hi are taken, about as accurate as f32 arithmetic. Each K step's
+// products are summed on the tensor cores from zero and added to the tile's
+// sums in f32 arithmetic (MMA_TILE). A tile any of whose sums comes out an
+// infinity or a NaN (from an operand that is one, or that the split rounds
+// past f32's largest, or a sum that overflowed, which the parts can where
+// f32 would not) is computed again in f32 FMAs (productIeee), so those come
+// out as IEEE arithmetic has them.
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_NV_cooperative_matrix : require
@@ -197,34 +198,14 @@ void fetchInner(uint k0, uint t) {
 }
 
 #ifdef F32_SPLIT
-bool nonFinite = false;  // an operand of this tile is an infinity or a NaN
 
-// x = hi + mid + lo, three bf16s (as the upper halves of f32 bit
-// patterns), exactly but where mid or lo falls below f32's normal range
-// (|x| < 2^-110 or so): hi is x rounded to 8 significant bits, x - hi has
-// at most 16 and is exact in f32, mid is it rounded to 8 and the rest lo
-// has at most 8. So |mid| <= 2^-8 |x| and |lo| <= 2^-16 |x|. Adding half a
-// unit to the bit pattern rounds the magnitude (ties away from zero); it
-// cannot overflow, as the tile of an operand at or above 0x7F7F8000 (which
-// would round to infinity) is left to productIeee.
-uvec3 split3(float x) {
-  const uint hi = (floatBitsToUint(x) + 0x8000u) & 0xFFFF0000u;
-  const float r = x - uintBitsToFloat(hi);
-  const uint mid = (floatBitsToUint(r) + 0x8000u) & 0xFFFF0000u;
-  return uvec3(hi, mid, floatBitsToUint(r - uintBitsToFloat(mid)) & 0xFFFF0000u);
-}
-
-// Slot j of `src` (8 f32s) as its three planes of 8 bf16s.
+// Slot j of `src` (8 f32s) as its three planes of 8 bf16s (split_bf16.glsl).
 void splitSlot(vec4 v0, vec4 v1, out uvec4 hi, out uvec4 mid, out uvec4 lo) {
-  const uvec4 big = uvec4(0x7F7F8000u);  // infinities, NaNs and what rounds to them
-  nonFinite = nonFinite || any(greaterThanEqual(floatBitsToUint(v0) & 0x7FFFFFFFu, big)) ||
-              any(greaterThanEqual(floatBitsToUint(v1) & 0x7FFFFFFFu, big));
-  uvec3 e[8];
-  [[unroll]] for (uint i = 0u; i < 4u; ++i) e[i] = split3(v0[i]), e[i + 4u] = split3(v1[i]);
   [[unroll]] for (uint i = 0u; i < 4u; ++i) {
-    hi[i] = (e[2u * i].x >> 16) | e[2u * i + 1u].x;
-    mid[i] = (e[2u * i].y >> 16) | e[2u * i + 1u].y;
-    lo[i] = (e[2u * i].z >> 16) | e[2u * i + 1u].z;
+    const vec4 v = i < 2u ? v0 : v1;
+    const uint e = (i & 1u) * 2u;
+    const uvec3 w = splitPair(v[e], v[e + 1u]);
+    hi[i] = w.x, mid[i] = w.y, lo[i] = w.z;
   }
 }
 #define STORE_SLOT(dst, at, src, j, planeStride)                         \
@@ -266,8 +247,17 @@ void stash(uint buf, uint t) {
 #define LOAD_B_FRAG(f, cur, kk, j) LOAD_B_FRAG_PLANE(f, cur, kk, j, 0u)
 #define LOAD_A_FRAG(f, cur, kk, i, pl) coopMatLoadNV(f, As, (cur) * ATILE + (wm + 16u * (i)) * AS + A_PLANE(pl) + (kk), AS, false)
 #ifdef F32_SPLIT
-// The six part products, hi*hi into acc and the rest into cor.
+// The six part products of the K step, into `step` from zero, then added to
+// acc in f32 arithmetic. The tensor cores' sums lose more than f32
+// arithmetic's: a K of 4096 accumulated in them alone came out up to 14
+// times further off (RMS, positive operands) than f32 sums in order, while
+// a step's sum only loses relative to its own size. On an H100 this costs
+// 5-10% (docs/PERFORMANCE.md); adding every second or fourth step's sum
+// gained 1-2% and lost a third or more of the accuracy.
 #define MMA_TILE(cur)                                                                                  \
+  [[unroll]] for (uint i = 0u; i < FM; ++i) {                                                          \
+    [[unroll]] for (uint j = 0u; j < FN; ++j) step[i][j] = FragAcc(0.0);                               \
+  }                                                                                                    \
   [[unroll]] for (uint kk = 0u; kk < KV; kk += 2u) {                                                   \
     FragB fb[3u * FN];                                                                                 \
     [[unroll]] for (uint pl = 0u; pl < 3u; ++pl) {                                                     \
@@ -277,18 +267,21 @@ void stash(uint buf, uint t) {
       FragA fa;                                                                                        \
       LOAD_A_FRAG(fa, cur, kk, i, 0u);                                                                 \
       [[unroll]] for (uint j = 0u; j < FN; ++j) {                                                      \
-        acc[i][j] = coopMatMulAddNV(fa, fb[j], acc[i][j]);                                             \
-        cor[i][j] = coopMatMulAddNV(fa, fb[FN + j], cor[i][j]);                                        \
-        cor[i][j] = coopMatMulAddNV(fa, fb[2u * FN + j], cor[i][j]);                                   \
+        step[i][j] = coopMatMulAddNV(fa, fb[j], step[i][j]);                                           \
+        step[i][j] = coopMatMulAddNV(fa, fb[FN + j], step[i][j]);                                      \
+        step[i][j] = coopMatMulAddNV(fa, fb[2u * FN + j], step[i][j]);                                 \
       }                                                                                                \
       LOAD_A_FRAG(fa, cur, kk, i, 1u);                                                                 \
       [[unroll]] for (uint j = 0u; j < FN; ++j) {                                                      \
-        cor[i][j] = coopMatMulAddNV(fa, fb[j], cor[i][j]);                                             \
-        cor[i][j] = coopMatMulAddNV(fa, fb[FN + j], cor[i][j]);                                        \
+        step[i][j] = coopMatMulAddNV(fa, fb[j], step[i][j]);                                           \
+        step[i][j] = coopMatMulAddNV(fa, fb[FN + j], step[i][j]);                                      \
       }                                                                                                \
       LOAD_A_FRAG(fa, cur, kk, i, 2u);                                                                 \
-      [[unroll]] for (uint j = 0u; j < FN; ++j) cor[i][j] = coopMatMulAddNV(fa, fb[j], cor[i][j]);    \
+      [[unroll]] for (uint j = 0u; j < FN; ++j) step[i][j] = coopMatMulAddNV(fa, fb[j], step[i][j]);  \
     }                                                                                                  \
+  }                                                                                                    \
+  [[unroll]] for (uint i = 0u; i < FM; ++i) {                                                          \
+    [[unroll]] for (uint j = 0u; j < FN; ++j) acc[i][j] += step[i][j];                                 \
   }
 #else
 #define MMA_TILE(cur)                                                                                  \
@@ -337,24 +330,49 @@ void stash(uint buf, uint t) {
 #endif
 
 #ifdef F32_SPLIT
-shared uint tileNonFinite;
+shared uint tileNonFinite;  // a sum of the tile is an infinity or a NaN
 
-// The tile's outputs element by element in f32, for operands the split
-// cannot carry: infinities and NaNs propagate as IEEE arithmetic has them.
+// The tile's outputs in f32 FMAs, where its sums came out infinities or NaNs
+// (see the header): those then come out as IEEE arithmetic has them. K
+// steps of 32 go through shared memory as f32 (As and Bs are free here);
+// invocation t owns column t % BN of the tile and RPT consecutive rows.
+const uint KS = 32u, RPT = BM / (NT / BN);  // NT a multiple of BN, RPT of 4
+
 void productIeee(uint aoff, uint boff, uint coff, uint yoff, uint m0, uint n0, uint t, float alpha, float beta,
                  bool hasBias, uint scm, uint scn) {
-  for (uint e = t; e < BM * BN; e += NT) {
-    const uint gm = m0 + e / BN, gn = n0 + e % BN;
-    if (gm >= M || gn >= N) continue;
-    float sum = 0.0;
-    for (uint k = 0u; k < K; ++k) {
-#ifdef TRANS_B
-      sum += LOAD_a(aoff + gm * lda + k) * LOAD_b(boff + gn * ldb + k);
-#else
-      sum += LOAD_a(aoff + gm * lda + k) * LOAD_b(boff + k * ldb + gn);
-#endif
+  const uint col = t % BN, r0 = (t / BN) * RPT;
+  float sum[RPT];
+  [[unroll]] for (uint q = 0u; q < RPT; ++q) sum[q] = 0.0;
+  for (uint k0 = 0u; k0 < K; k0 += KS) {
+    barrier();  // the last step's reads are done
+    for (uint x = t; x < BM * KS; x += NT) {  // a as [KS][BM], read along k
+      const uint r = x / KS, k = x % KS, gm = m0 + r, gk = k0 + k;
+      As[(k * BM + r) >> 2][r & 3u] = floatBitsToUint(gm < M && gk < K ? LOAD_a(aoff + gm * lda + gk) : 0.0);
     }
-    float v = sum * alpha;
+    for (uint x = t; x < BN * KS; x += NT) {  // b as [KS][BN], read along its rows
+#ifdef TRANS_B
+      const uint c = x / KS, k = x % KS, gn = n0 + c, gk = k0 + k;
+      const float v = gn < N && gk < K ? LOAD_b(boff + gn * ldb + gk) : 0.0;
+#else
+      const uint k = x / BN, c = x % BN, gn = n0 + c, gk = k0 + k;
+      const float v = gn < N && gk < K ? LOAD_b(boff + gk * ldb + gn) : 0.0;
+#endif
+      Bs[(k * BN + c) >> 2][c & 3u] = floatBitsToUint(v);
+    }
+    barrier();
+    for (uint k = 0u; k < KS; ++k) {
+      const float bv = uintBitsToFloat(Bs[(k * BN + col) >> 2][col & 3u]);
+      [[unroll]] for (uint q = 0u; q < RPT; q += 4u) {
+        const vec4 av = uintBitsToFloat(As[(k * BM + r0 + q) >> 2]);
+        [[unroll]] for (uint e = 0u; e < 4u; ++e) sum[q + e] += av[e] * bv;
+      }
+    }
+  }
+  const uint gn = n0 + col;
+  [[unroll]] for (uint q = 0u; q < RPT; ++q) {
+    const uint gm = m0 + r0 + q;
+    if (gm >= M || gn >= N) continue;
+    float v = sum[q] * alpha;
     if (hasBias) v += beta * LOAD_c(coff + gm * scm + gn * scn);
     STORE_y(yoff + gm * N + gn, v);
   }
@@ -398,11 +416,7 @@ void main() {
         [[unroll]] for (uint j = 0u; j < FN; ++j) acc[i][j] = FragAcc(0.0);
       }
 #ifdef F32_SPLIT
-      FragAcc cor[FM][FN];  // the part products below hi * hi
-      [[unroll]] for (uint i = 0u; i < FM; ++i) {
-        [[unroll]] for (uint j = 0u; j < FN; ++j) cor[i][j] = FragAcc(0.0);
-      }
-      nonFinite = false;
+      FragAcc step[FM][FN];  // one K step's products (MMA_TILE)
       if (t == 0u) tileNonFinite = 0u;  // read by the last tile before its final barrier
 #endif
       if (m0 + BM <= M && n0 + BN <= N && K % BK == 0u) {
@@ -414,20 +428,11 @@ void main() {
 #ifdef SINGLE_BUF
       barrier();  // the epilogue reuses As
 #endif
-#ifdef F32_SPLIT
-      if (nonFinite) atomicOr(tileNonFinite, 1u);
-      barrier();
-      if (tileNonFinite != 0u) {  // the same for the whole workgroup
-        productIeee(aoff, boff, coff, yoff, m0, n0, t, alpha, beta, hasBias, scm, scn);
-        barrier();
-        continue;
-      }
-      [[unroll]] for (uint i = 0u; i < FM; ++i) {
-        [[unroll]] for (uint j = 0u; j < FN; ++j) acc[i][j] += cor[i][j];
-      }
-#endif
       // Epilogue: each subgroup owns 64 uvec4s (a 16x16 f32 fragment) of As.
       uint frag = warp * 64u, row = lane >> 1u, half8 = (lane & 1u) * 8u;
+#ifdef F32_SPLIT
+      bool overflow = false;
+#endif
       [[unroll]] for (uint i = 0u; i < FM; ++i) {
         [[unroll]] for (uint j = 0u; j < FN; ++j) {
           coopMatStoreNV(acc[i][j], As, frag, 4u, false);
@@ -437,6 +442,11 @@ void main() {
           vec4 hi = uintBitsToFloat(As[frag + row * 4u + half8 / 4u + 1u]);
           subgroupMemoryBarrierShared();
           subgroupBarrier();
+#ifdef F32_SPLIT
+          // An infinity or a NaN, from the operands or an overflow (header).
+          const uvec4 inf = uvec4(0x7F800000u);
+          overflow = overflow || any(equal(floatBitsToUint(lo) & inf, inf)) || any(equal(floatBitsToUint(hi) & inf, inf));
+#endif
           uint gm = m0 + wm + 16u * i + row, gn = n0 + wn + 16u * j + half8;
           if (gm >= M || gn >= N) continue;
           lo *= alpha;
@@ -464,6 +474,11 @@ void main() {
 #endif
         }
       }
+#ifdef F32_SPLIT
+      if (overflow) atomicOr(tileNonFinite, 1u);
+      barrier();
+      if (tileNonFinite != 0u) productIeee(aoff, boff, coff, yoff, m0, n0, t, alpha, beta, hasBias, scm, scn);
+#endif
       barrier();  // As is the next tile's first buffer
     }
   }

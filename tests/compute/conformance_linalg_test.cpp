@@ -375,57 +375,81 @@ TEST_F(LinalgConformance, F32ProductsKeepEveryBitOfTheirOperands) {
   exactly(call("matmul", {pa, fb})[0], refMatmul(pa, fb), "picking a @ full b");
   auto w = picker(k, n, true);  // linear's weight [n, k]
   exactly(call("linear", {a, w})[0], refMatmul(a, transpose2(w)), "linear: full x, picking weight");
+  auto px = picker(k, m, true), fw = full({n, k}, 3);  // x [m, k] picks columns of the weight
+  exactly(call("linear", {px, fw})[0], refMatmul(px, transpose2(fw)), "linear: picking x, full weight");
 }
 
 // Infinities and NaNs propagate as IEEE arithmetic has them (the split
 // cannot carry them: the tiles that hold one are computed again in f32),
 // and so do values near f32's largest, which the split would round past
-// it. Tiles without them are unaffected.
+// it, and sums that overflow; tiles without them keep their values.
 TEST_F(LinalgConformance, F32ProductsPropagateInfinitiesAndNaNs) {
   const double inf = std::numeric_limits<double>::infinity();
-  auto a = inputFor(DType::F32, {192, 256}), b = inputFor(DType::F32, {256, 256});
+  // 4 x 3 tiles of 64 x 128: tiles of rows 192-255 and of columns 0-127 or
+  // 256-383 hold none of these.
+  auto a = inputFor(DType::F32, {256, 256}), b = inputFor(DType::F32, {256, 384});
   a.values[3 * 256 + 5] = inf;
   a.values[70 * 256 + 9] = std::numeric_limits<double>::quiet_NaN();
-  b.values[7 * 256 + 200] = -inf;
+  b.values[7 * 384 + 200] = -inf;
   a.values[130 * 256 + 0] = 3.4e38;  // rounds to infinity in bf16
-  b.values[0 * 256 + 100] = 0.0;
+  b.values[0 * 384 + 100] = 0.0;
   a.values[150 * 256 + 1] = -3.39e38;
   auto got = call("matmul", {a, b})[0];
   auto want = rounded(refMatmul(a, b));
   expectClose(got, want, "matmul with inf, NaN and near-largest elements", 256);
-  EXPECT_TRUE(std::isinf(got.values[3 * 256 + 17])) << got.values[3 * 256 + 17];
-  EXPECT_TRUE(std::isnan(got.values[70 * 256 + 17])) << got.values[70 * 256 + 17];
-  EXPECT_NEAR(got.values[130 * 256 + 100], want.values[130 * 256 + 100], 1e-3 * std::abs(want.values[130 * 256 + 100]));
+  EXPECT_TRUE(std::isinf(got.values[3 * 384 + 17])) << got.values[3 * 384 + 17];
+  EXPECT_TRUE(std::isnan(got.values[70 * 384 + 17])) << got.values[70 * 384 + 17];
+  EXPECT_NEAR(got.values[130 * 384 + 100], want.values[130 * 384 + 100], 1e-3 * std::abs(want.values[130 * 384 + 100]));
   auto x = inputFor(DType::F32, {64, 256}), w = inputFor(DType::F32, {128, 256});
   w.values[5 * 256 + 30] = -inf;
   expectClose(call("linear", {x, w})[0], rounded(refMatmul(x, transpose2(w))), "linear with an infinite weight", 256);
+  // Finite operands whose products overflow: +-inf as in f32 (hi * hi and
+  // mid * hi overflow with opposite signs); and a product just below f32's
+  // largest, past which the rounded-up parts' product would go.
+  auto c = inputFor(DType::F32, {64, 256}), d = inputFor(DType::F32, {256, 128});
+  c.values[5 * 256 + 0] = 1e22;
+  c.values[9 * 256 + 1] = 1.8445e19;
+  for (int64_t j = 0; j < 128; ++j) {
+    d.values[size_t(j)] = j % 2 ? -1e22 : 1e22;
+    d.values[size_t(128 + j)] = 1.8445e19;
+  }
+  got = call("matmul", {c, d})[0];
+  expectClose(got, rounded(refMatmul(c, d)), "matmul whose products overflow or nearly do", 256);
+  EXPECT_EQ(got.values[5 * 128 + 0], inf);
+  EXPECT_EQ(got.values[5 * 128 + 1], -inf);
+  EXPECT_TRUE(std::isfinite(got.values[9 * 128 + 2])) << got.values[9 * 128 + 2];
 }
 
 // As accurate as f32 arithmetic over a long K: the root-mean-square error of
 // a 4096-long product against the exact result is within twice that of the
 // same dot products accumulated in order in f32 on the host, for operands
 // of mixed signs and for positive ones (whose sums only grow, where
-// rounding that always truncates would show).
+// rounding that leans one way would show). Two products in a batch, which
+// is never split along K: each output is one sum over all of K.
 TEST_F(LinalgConformance, F32LongKIsAsAccurateAsF32) {
-  const int64_t m = 64, k = 4096, n = 128;
+  const int64_t batch = 2, m = 64, k = 4096, n = 128;
   for (double lo : {-1.0, 0.0}) {
-    auto a = inputFor(DType::F32, {m, k}), b = randomTensor(DType::F32, {k, n}, lo, 1);
-    if (lo == 0) a = randomTensor(DType::F32, {m, k}, 0, 1);
+    auto a = randomTensor(DType::F32, {batch, m, k}, lo, 1), b = randomTensor(DType::F32, {batch, k, n}, lo, 1);
     auto got = call("matmul", {a, b})[0];
     auto exact = refMatmul(a, b);
     double device = 0, host = 0;
-    for (int64_t i = 0; i < m; ++i) {
-      for (int64_t j = 0; j < n; ++j) {
-        float s = 0;
-        for (int64_t p = 0; p < k; ++p) s += float(a.values[size_t(i * k + p)]) * float(b.values[size_t(p * n + j)]);
-        const double e = exact.values[size_t(i * n + j)];
-        host += (double(s) - e) * (double(s) - e);
-        device += (got.values[size_t(i * n + j)] - e) * (got.values[size_t(i * n + j)] - e);
+    for (int64_t bi = 0; bi < batch; ++bi) {
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t j = 0; j < n; ++j) {
+          float s = 0;
+          for (int64_t p = 0; p < k; ++p) {
+            s += float(a.values[size_t((bi * m + i) * k + p)]) * float(b.values[size_t((bi * k + p) * n + j)]);
+          }
+          const size_t at = size_t((bi * m + i) * n + j);
+          host += (double(s) - exact.values[at]) * (double(s) - exact.values[at]);
+          device += (got.values[at] - exact.values[at]) * (got.values[at] - exact.values[at]);
+        }
       }
     }
-    device = std::sqrt(device / double(m * n)), host = std::sqrt(host / double(m * n));
-    std::printf("f32 %lldx%lldx%lld, operands in [%g, 1]: RMS error %.3g on the device, %.3g in order on the host\n",
-                (long long)m, (long long)k, (long long)n, lo, device, host);
+    device = std::sqrt(device / double(batch * m * n)), host = std::sqrt(host / double(batch * m * n));
+    std::printf(
+        "f32 %lldx%lldx%lldx%lld, operands in [%g, 1]: RMS error %.3g on the device, %.3g in order on the host\n",
+        (long long)batch, (long long)m, (long long)k, (long long)n, lo, device, host);
     EXPECT_LE(device, 2 * host) << "operands in [" << lo << ", 1]";
   }
 }
