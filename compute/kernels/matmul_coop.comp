@@ -43,7 +43,7 @@
 // sums in f32 arithmetic (MMA_TILE). A tile any of whose sums comes out an
 // infinity or a NaN (from an operand that is one, or that the split rounds
 // past f32's largest, or a sum that overflowed, which the parts can where
-// f32 would not) is computed again in f32 FMAs (productIeee), so those come
+// f32 would not) is computed again in f32 arithmetic (productIeee), so those come
 // out as IEEE arithmetic has them.
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
@@ -252,8 +252,9 @@ void stash(uint buf, uint t) {
 // arithmetic's: a K of 4096 accumulated in them alone came out up to 14
 // times further off (RMS, positive operands) than f32 sums in order, while
 // a step's sum only loses relative to its own size. On an H100 this costs
-// 5-10% (docs/PERFORMANCE.md); adding every second or fourth step's sum
-// gained 1-2% and lost a third or more of the accuracy.
+// 8-9% at 4096, 4-5% at 8192 and 1-2% for linear (docs/PERFORMANCE.md);
+// adding every second or fourth step's sum gained 1-2% and lost a third or
+// more of the accuracy.
 #define MMA_TILE(cur)                                                                                  \
   [[unroll]] for (uint i = 0u; i < FM; ++i) {                                                          \
     [[unroll]] for (uint j = 0u; j < FN; ++j) step[i][j] = FragAcc(0.0);                               \
@@ -332,10 +333,10 @@ void stash(uint buf, uint t) {
 #ifdef F32_SPLIT
 shared uint tileNonFinite;  // a sum of the tile is an infinity or a NaN
 
-// The tile's outputs in f32 FMAs, where its sums came out infinities or NaNs
-// (see the header): those then come out as IEEE arithmetic has them. K
-// steps of 32 go through shared memory as f32 (As and Bs are free here);
-// invocation t owns column t % BN of the tile and RPT consecutive rows.
+// The tile's outputs in f32 arithmetic, where its sums came out infinities
+// or NaNs (see the header): those then come out as IEEE arithmetic has
+// them. K steps of 32 go through shared memory as f32 (As and Bs are free
+// here); invocation t owns column t % BN of the tile and RPT consecutive rows.
 const uint KS = 32u, RPT = BM / (NT / BN);  // NT a multiple of BN, RPT of 4
 
 void productIeee(uint aoff, uint boff, uint coff, uint yoff, uint m0, uint n0, uint t, float alpha, float beta,
@@ -476,6 +477,7 @@ void main() {
       }
 #ifdef F32_SPLIT
       if (overflow) atomicOr(tileNonFinite, 1u);
+      memoryBarrierBuffer();  // the epilogue's stores to y before productIeee's to the same outputs
       barrier();
       if (tileNonFinite != 0u) productIeee(aoff, boff, coff, yoff, m0, n0, t, alpha, beta, hasBias, scm, scn);
 #endif

@@ -380,19 +380,23 @@ TEST_F(LinalgConformance, F32ProductsKeepEveryBitOfTheirOperands) {
 }
 
 // Infinities and NaNs propagate as IEEE arithmetic has them (the split
-// cannot carry them: the tiles that hold one are computed again in f32),
-// and so do values near f32's largest, which the split would round past
-// it, and sums that overflow; tiles without them keep their values.
+// cannot carry them: the tiles whose sums hold one are computed again in
+// f32), and so do values near f32's largest, which the split would round
+// past it, and sums that overflow. Outputs of tiles without them are bit for
+// bit what the same product without them gives. Edge tiles, batches and the
+// epilogue's alpha, beta and bias take the same path.
 TEST_F(LinalgConformance, F32ProductsPropagateInfinitiesAndNaNs) {
-  const double inf = std::numeric_limits<double>::infinity();
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
   // 4 x 3 tiles of 64 x 128: tiles of rows 192-255 and of columns 0-127 or
   // 256-383 hold none of these.
-  auto a = inputFor(DType::F32, {256, 256}), b = inputFor(DType::F32, {256, 384});
+  const auto a0 = inputFor(DType::F32, {256, 256});
+  auto b0 = inputFor(DType::F32, {256, 384});
+  b0.values[0 * 384 + 100] = 0.0;
+  auto a = a0, b = b0;
   a.values[3 * 256 + 5] = inf;
-  a.values[70 * 256 + 9] = std::numeric_limits<double>::quiet_NaN();
+  a.values[70 * 256 + 9] = nan;
   b.values[7 * 384 + 200] = -inf;
   a.values[130 * 256 + 0] = 3.4e38;  // rounds to infinity in bf16
-  b.values[0 * 384 + 100] = 0.0;
   a.values[150 * 256 + 1] = -3.39e38;
   auto got = call("matmul", {a, b})[0];
   auto want = rounded(refMatmul(a, b));
@@ -400,24 +404,42 @@ TEST_F(LinalgConformance, F32ProductsPropagateInfinitiesAndNaNs) {
   EXPECT_TRUE(std::isinf(got.values[3 * 384 + 17])) << got.values[3 * 384 + 17];
   EXPECT_TRUE(std::isnan(got.values[70 * 384 + 17])) << got.values[70 * 384 + 17];
   EXPECT_NEAR(got.values[130 * 384 + 100], want.values[130 * 384 + 100], 1e-3 * std::abs(want.values[130 * 384 + 100]));
-  auto x = inputFor(DType::F32, {64, 256}), w = inputFor(DType::F32, {128, 256});
-  w.values[5 * 256 + 30] = -inf;
-  expectClose(call("linear", {x, w})[0], rounded(refMatmul(x, transpose2(w))), "linear with an infinite weight", 256);
-  // Finite operands whose products overflow: +-inf as in f32 (hi * hi and
-  // mid * hi overflow with opposite signs); and a product just below f32's
-  // largest, past which the rounded-up parts' product would go.
-  auto c = inputFor(DType::F32, {64, 256}), d = inputFor(DType::F32, {256, 128});
-  c.values[5 * 256 + 0] = 1e22;
-  c.values[9 * 256 + 1] = 1.8445e19;
-  for (int64_t j = 0; j < 128; ++j) {
-    d.values[size_t(j)] = j % 2 ? -1e22 : 1e22;
-    d.values[size_t(128 + j)] = 1.8445e19;
+  const auto clean = call("matmul", {a0, b0})[0];
+  int64_t changed = 0;
+  for (int64_t i = 192; i < 256; ++i) {
+    for (int64_t j = 0; j < 384; ++j) {
+      if (j >= 128 && j < 256) continue;
+      changed += got.values[size_t(i * 384 + j)] != clean.values[size_t(i * 384 + j)];
+    }
   }
-  got = call("matmul", {c, d})[0];
-  expectClose(got, rounded(refMatmul(c, d)), "matmul whose products overflow or nearly do", 256);
+  EXPECT_EQ(changed, 0) << "outputs of tiles without special values that differ from the same product without them";
+  // Edge tiles in M, N and K, a batch, alpha, beta and a bias term.
+  auto m1 = inputFor(DType::F32, {2, 130, 264}), m2 = inputFor(DType::F32, {2, 264, 136}),
+       c = inputFor(DType::F32, {2, 130, 136});
+  m1.values[(130 + 100) * 264 + 7] = inf;    // batch 1, row 100: the second tile row's edge tile
+  m2.values[(264 + 260) * 136 + 135] = nan;  // batch 1, the last K row and column
+  expectClose(call("baddbmm", {c, m1, m2}, {{"beta", 0.5}, {"alpha", -2.0}})[0],
+              scaleAdd(refMatmul(m1, m2), &c, -2.0, 0.5), "baddbmm with inf and NaN in the second batch entry", 264);
+  auto x = inputFor(DType::F32, {64, 256}), w = inputFor(DType::F32, {136, 256}), bias = inputFor(DType::F32, {136});
+  w.values[5 * 256 + 30] = -inf;
+  expectClose(call("linear", {x, w, bias})[0], scaleAdd(refMatmul(x, transpose2(w)), &bias, 1, 1),
+              "linear+bias with an infinite weight", 256);
+  // Finite operands whose products overflow: +-inf as in f32 (hi * hi and
+  // mid * hi overflow with opposite signs, giving NaN); and, in a tile of
+  // its own, a product just below f32's largest, past which the rounded-up
+  // parts' product goes (an infinity, not a NaN).
+  auto p1 = inputFor(DType::F32, {128, 256}), p2 = inputFor(DType::F32, {256, 128});
+  p1.values[5 * 256 + 0] = 1e22;
+  p1.values[70 * 256 + 1] = 1.8445e19;
+  for (int64_t j = 0; j < 128; ++j) {
+    p2.values[size_t(j)] = j % 2 ? -1e22 : 1e22;
+    p2.values[size_t(128 + j)] = 1.8445e19;
+  }
+  got = call("matmul", {p1, p2})[0];
+  expectClose(got, rounded(refMatmul(p1, p2)), "matmul whose products overflow or nearly do", 256);
   EXPECT_EQ(got.values[5 * 128 + 0], inf);
   EXPECT_EQ(got.values[5 * 128 + 1], -inf);
-  EXPECT_TRUE(std::isfinite(got.values[9 * 128 + 2])) << got.values[9 * 128 + 2];
+  EXPECT_TRUE(std::isfinite(got.values[70 * 128 + 2])) << got.values[70 * 128 + 2];
 }
 
 // As accurate as f32 arithmetic over a long K: the root-mean-square error of
