@@ -13,6 +13,7 @@
 #include "compute/op_spec.h"
 #include "compute/spirv_coop.h"
 #include "compute/template_matmul.h"
+#include "compute/template_shape.h"
 
 namespace tensord::compute {
 namespace {
@@ -196,11 +197,34 @@ OpSpec productSpec(std::string name, MatmulKind kind, std::vector<DType> dtypes)
 // product weight [O, C] @ input [N, C, H * W] -> [N, O, H * W], already in
 // NCHW, and runs on the matmul kernels (the implicit GEMM's gather and
 // bounds tests are dead weight there): in f16 and bf16 on tensor cores, in
-// f32 on the fast kernel. On an H100 ResNet-50's f32 1x1 convolutions at
-// 28x28 and 56x56 went from 13-22 to 27-30 TFLOP/s (docs/PERFORMANCE.md).
+// f32 on the fast kernel or tensor cores (split into bf16 parts). On an H100
+// ResNet-50's f32 1x1 convolutions at 28x28 and 56x56 went from 13-22 to
+// 27-30 TFLOP/s on the fast kernel (docs/PERFORMANCE.md).
 const OpSpec& pointwiseProductSpec() {
   static const OpSpec spec =
       productSpec("conv2d (1x1 product)", MatmulKind::kMatmul, {DType::F32, DType::F16, DType::BF16});
+  return spec;
+}
+
+// [A, B, C] -> [B, A, C] (the remap kernel), for the channel-major product
+// below.
+const OpSpec& swapLeadingSpec() {
+  static const OpSpec spec = [] {
+    OpSpec s;
+    s.name = "conv2d (channel-major copy)";
+    s.inputs = {{"x", InputRole::kData}};
+    s.outputs = {"out"};
+    s.dtypes = {DType::F32};
+    s.kernel = remap([](const OpSpec&, std::span<const TensorDesc> in, const Attrs&) {
+      const Shape& x = in[0].shape;  // [A, B, C]
+      RemapCopy c;
+      c.dims = {RemapDim{.size = x[1], .outStride = x[0] * x[2], .inStride = x[2], .inSize = x[1]},
+                RemapDim{.size = x[0], .outStride = x[2], .inStride = x[1] * x[2], .inSize = x[0]},
+                RemapDim{.size = x[2], .outStride = 1, .inStride = 1, .inSize = x[2]}};
+      return RemapPlan{.outputs = {TensorDesc{in[0].dtype, {x[1], x[0], x[2]}}}, .copies = {c}};
+    });
+    return s;
+  }();
   return spec;
 }
 
@@ -457,6 +481,50 @@ class Conv final : public KernelTemplate {
     return tensorCoreProductF32(features, dtype, g.in.n, g.o, g.in.h * g.in.w, g.in.c);
   }
 
+  // f32 1x1 convolutions whose images have a pixel count that is not a
+  // multiple of 4 (ResNet-50's 7x7 layer), on devices whose f32 products run
+  // on tensor cores: the input copied channel-major, [C, N * H * W], one
+  // product weight [O, C] @ [C, N * H * W] over all images' pixels at once
+  // (a multiple of 4 where N * H * W is), and the result copied back to
+  // NCHW. On an H100 that layer (32 images, 2048 -> 512 channels) ran at
+  // 24.0-24.2 TFLOP/s against 19.3-20.5 on the implicit GEMM and PyTorch's
+  // 21.7-21.9 (docs/PERFORMANCE.md).
+  bool useChannelMajorProduct(const ConvGeometry& g, DType dtype, const DeviceFeatures* features,
+                              std::span<const TensorView> in) const {
+    if (dtype != DType::F32 || spatial_ != 2 || transposed_ || g.bias || g.groups != 1 || !useGemm(g)) return false;
+    if (g.kh != 1 || g.kw != 1 || g.sh != 1 || g.sw != 1 || g.ph != 0 || g.pw != 0) return false;
+    if (in[1].buffer->deviceAddress() % 16 != 0) return false;
+    return tensorCoreProductF32(features, dtype, 1, g.o, g.in.n * g.in.h * g.in.w, g.in.c);
+  }
+
+  // Returns false, having recorded nothing, where the scratch memory is not
+  // to be had.
+  bool recordChannelMajorProduct(Recorder& r, const ConvGeometry& g, std::span<const TensorView> in,
+                                 const TensorView& out) const {
+    const int64_t pixels = g.in.h * g.in.w, columns = g.in.n * pixels;
+    std::shared_ptr<Buffer> xt, yt;
+    try {
+      xt = r.scratch(uint64_t(g.in.c * columns) * 4);
+      yt = r.scratch(uint64_t(g.o * columns) * 4);
+    } catch (const ComputeError& e) {
+      if (e.kind() != ComputeError::Kind::kOutOfMemory) throw;
+      return false;
+    }
+    const OpSpec& swap = swapLeadingSpec();
+    const TensorView x[] = {{TensorDesc{DType::F32, {g.in.n, g.in.c, pixels}}, in[0].buffer}};
+    const TensorView xtView[] = {{TensorDesc{DType::F32, {g.in.c, g.in.n, pixels}}, xt}};
+    swap.kernel->record(swap, r, x, xtView, Attrs{});
+    const TensorView operands[] = {{TensorDesc{DType::F32, {g.o, g.in.c}}, in[1].buffer},
+                                   {TensorDesc{DType::F32, {g.in.c, columns}}, xt}};
+    const TensorView product[] = {{TensorDesc{DType::F32, {g.o, columns}}, yt}};
+    const OpSpec& spec = pointwiseProductSpec();
+    spec.kernel->record(spec, r, operands, product, Attrs{});
+    const TensorView y[] = {{TensorDesc{DType::F32, {g.o, g.in.n, pixels}}, yt}};
+    const TensorView outView[] = {{TensorDesc{DType::F32, {g.in.n, g.o, pixels}}, out.buffer}};
+    swap.kernel->record(swap, r, y, outView, Attrs{});
+    return true;
+  }
+
   void recordPointwiseProduct(Recorder& r, const ConvGeometry& g, std::span<const TensorView> in,
                               const TensorView& out) const {
     const DType dtype = out.desc.dtype;
@@ -631,6 +699,9 @@ class Conv final : public KernelTemplate {
     if (out[0].desc.numel() == 0) return;
     if (usePointwiseProduct(g, descs[0].dtype, r.features(), in)) {
       recordPointwiseProduct(r, g, in, out[0]);
+      return;
+    }
+    if (useChannelMajorProduct(g, descs[0].dtype, r.features(), in) && recordChannelMajorProduct(r, g, in, out[0])) {
       return;
     }
     if (useWinograd(g, descs[0].dtype, r.features()) && recordWinograd(r, g, in, out[0])) return;

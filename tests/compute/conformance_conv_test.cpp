@@ -225,6 +225,10 @@ TEST_F(ConvConformanceTest, Conv2dPointwiseProduct) {
       // run on tensor cores, a product with 196 columns per image (a
       // multiple of 4, not of 8); elsewhere the implicit GEMM.
       {{2, 256, 14, 14}, {72, 256, 1, 1}, A{}, false},
+      // ... and at 7x7 (49 pixels), with 4 images: 196 pixels in all, one
+      // product over them all from a channel-major copy of the input.
+      {{4, 256, 7, 7}, {72, 256, 1, 1}, A{}, false},
+      {{2, 256, 7, 7}, {72, 256, 1, 1}, A{}, false},  // 98 pixels: the implicit GEMM everywhere
   };
   for (const auto& k : cases) checkConv(k, false);
   // f16 and bf16 take it on tensor cores (elsewhere the implicit GEMM).

@@ -124,6 +124,15 @@ TEST_F(KernelRoutingTest, Conv2dF32) {
   } else {
     EXPECT_TRUE(anyStartsWith(ran, "conv_gemm|f32|") && anyContains(ran, "|inside")) << namesStr(ran);
   }
+  // The same at 7x7 with 4 images (196 pixels in all): one product over all
+  // images from a channel-major copy where f32 products run on tensor cores.
+  ran = kernelsOf("conv2d", {randomTensor(f, {4, 256, 7, 7}), randomTensor(f, {64, 256, 1, 1})});
+  if (engine().device().features.f32SplitBf16) {
+    EXPECT_TRUE(anyStartsWith(ran, "remap|f32") && anyStartsWith(ran, "matmul|f32|coop")) << namesStr(ran);
+    EXPECT_FALSE(anyStartsWith(ran, "conv_gemm")) << namesStr(ran);
+  } else {
+    EXPECT_TRUE(anyStartsWith(ran, "conv_gemm|f32|") && anyContains(ran, "|inside")) << namesStr(ran);
+  }
   // With bias: the implicit GEMM, which adds it.
   ran =
       kernelsOf("conv2d", {randomTensor(f, {2, 64, 16, 16}), randomTensor(f, {128, 64, 1, 1}), randomTensor(f, {128})});
