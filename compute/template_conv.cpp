@@ -455,12 +455,18 @@ class Conv final : public KernelTemplate {
     return cg * g.kh * g.kw >= kGemmMinK;
   }
 
+  // Whether this call is a product: a 2-D 1x1 convolution of stride 1
+  // without padding, groups or bias (see pointwiseProductSpec).
+  bool isPointwise(const ConvGeometry& g) const {
+    if (spatial_ != 2 || transposed_ || g.bias || g.groups != 1 || !useGemm(g)) return false;
+    return g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0;
+  }
+
   // Whether this call runs as a product on the matmul kernels (see
   // pointwiseProductSpec).
   bool usePointwiseProduct(const ConvGeometry& g, DType dtype, const DeviceFeatures* features,
                            std::span<const TensorView> in) const {
-    if (spatial_ != 2 || transposed_ || g.bias || g.groups != 1 || !useGemm(g)) return false;
-    if (g.kh != 1 || g.kw != 1 || g.sh != 1 || g.sw != 1 || g.ph != 0 || g.pw != 0) return false;
+    if (!isPointwise(g)) return false;
     // f32: with 64 or more output channels and 256 or more pixels per image.
     // The product's columns are one image's pixels; the implicit GEMM runs
     // over all images' at once, which wastes less of its tiles on small
@@ -491,9 +497,7 @@ class Conv final : public KernelTemplate {
   // 21.7-21.9 (docs/PERFORMANCE.md).
   bool useChannelMajorProduct(const ConvGeometry& g, DType dtype, const DeviceFeatures* features,
                               std::span<const TensorView> in) const {
-    if (dtype != DType::F32 || spatial_ != 2 || transposed_ || g.bias || g.groups != 1 || !useGemm(g)) return false;
-    if (g.kh != 1 || g.kw != 1 || g.sh != 1 || g.sw != 1 || g.ph != 0 || g.pw != 0) return false;
-    if (in[1].buffer->deviceAddress() % 16 != 0) return false;
+    if (dtype != DType::F32 || !isPointwise(g) || in[1].buffer->deviceAddress() % 16 != 0) return false;
     return tensorCoreProductF32(features, dtype, 1, g.o, g.in.n * g.in.h * g.in.w, g.in.c);
   }
 

@@ -43,8 +43,8 @@
 // sums in f32 arithmetic (MMA_TILE). A tile any of whose sums comes out an
 // infinity or a NaN (from an operand that is one, or that the split rounds
 // past f32's largest, or a sum that overflowed, which the parts can where
-// f32 would not) is computed again in f32 arithmetic (productIeee), so those come
-// out as IEEE arithmetic has them.
+// f32 would not) is computed again in f32 arithmetic (productIeee), so those
+// come out as IEEE arithmetic has them.
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_NV_cooperative_matrix : require
@@ -245,7 +245,8 @@ void stash(uint buf, uint t) {
   coopMatLoadNV(f, Bs, (cur) * BTILE + B_PLANE(pl) + (kk) * 8u * BS + (wn + 16u * (j)) / 8u, BS, false)
 #endif
 #define LOAD_B_FRAG(f, cur, kk, j) LOAD_B_FRAG_PLANE(f, cur, kk, j, 0u)
-#define LOAD_A_FRAG(f, cur, kk, i, pl) coopMatLoadNV(f, As, (cur) * ATILE + (wm + 16u * (i)) * AS + A_PLANE(pl) + (kk), AS, false)
+#define LOAD_A_FRAG(f, cur, kk, i, pl) \
+  coopMatLoadNV(f, As, (cur) * ATILE + (wm + 16u * (i)) * AS + A_PLANE(pl) + (kk), AS, false)
 #ifdef F32_SPLIT
 // The six part products of the K step, into `step` from zero, then added to
 // acc in f32 arithmetic. The tensor cores' sums lose more than f32
@@ -446,7 +447,8 @@ void main() {
 #ifdef F32_SPLIT
           // An infinity or a NaN, from the operands or an overflow (header).
           const uvec4 inf = uvec4(0x7F800000u);
-          overflow = overflow || any(equal(floatBitsToUint(lo) & inf, inf)) || any(equal(floatBitsToUint(hi) & inf, inf));
+          overflow = overflow || any(equal(floatBitsToUint(lo) & inf, inf)) ||
+                     any(equal(floatBitsToUint(hi) & inf, inf));
 #endif
           uint gm = m0 + wm + 16u * i + row, gn = n0 + wn + 16u * j + half8;
           if (gm >= M || gn >= N) continue;
