@@ -151,12 +151,16 @@ struct ConvGemmPush {
   uint64_t y, x, w, b, meta;
 };
 
-// Winograd F(2x2, 3x3) (kernels/conv_winograd.comp): conv2d with 3x3
+// Winograd F(m x m, 3x3) (kernels/conv_winograd.comp): conv2d with 3x3
 // kernels, stride 1, dilation 1 and one group runs as an input transform, a
-// weight transform, 16 batched products on the matmul kernels and an output
-// transform: 16 multiplications per 2x2 outputs and channel pair instead of
-// 36. Its intermediates (the transformed input and the products, each 4x
-// the input or output; the transformed weight) are scratch memory, at most
+// weight transform, (m + 2)^2 batched products on the matmul kernels and an
+// output transform. f32 takes F(4x4, 3x3) (kWinogradF32Tile): 36
+// multiplications per 4x4 outputs and channel pair instead of 144, and
+// intermediates (the transformed input and the products) of 2.25 values per
+// input or output element. f16 and bf16 take F(2x2, 3x3): 16 for 36, and 4
+// values per element; F(4x4, 3x3)'s transforms, which scale values by up to
+// 8 and round them, would lose too much in 16-bit operands. The
+// intermediates and the transformed weight are scratch memory, at most
 // kWinogradMaxScratch of it, else the implicit GEMM runs. In f32 the
 // products run on the f32 matmul kernels. In f16 and bf16 the path is taken
 // only on tensor cores: the transformed input and weight are stored in the
@@ -174,9 +178,19 @@ struct ConvGemmPush {
 // kWinogradMinChannels (the products' rows are o, and the fast matmul
 // kernel takes 64 or more): on an H100 ResNet's 64-channel 3x3
 // convolutions at 56x56 (8 and 32 images) ran at 27.6-30.8 TFLOP/s through
-// it against 24.2-26.8 on the implicit GEMM, while the same in f16 fell from
-// 92 to 44 (the implicit GEMM on tensor cores).
+// F(2x2, 3x3) against 24.2-26.8 on the implicit GEMM, and at 35.8-48.4
+// through F(4x4, 3x3), while the same in f16 fell from 92 to 44 (the
+// implicit GEMM on tensor cores).
 constexpr int64_t kWinogradMaxScratch = int64_t(256) << 20, kWinogradMinChannels = 64;
+
+// The tile of f32's Winograd path. On an H100, F(4x4, 3x3) against F(2x2,
+// 3x3), alternately in one lease (op_bench --no-client --repeats 10, two
+// rounds, TFLOP/s of the direct convolution): ResNet-50's 3x3 layers
+// 32x64x56x56 31.3 -> 47.9-48.4, 32x128x28x28 49.4-49.7 -> 63.8,
+// 32x256x14x14 60.7-61.2 -> 73.1-73.3 (16x16 outputs computed for 14x14),
+// 8x64x56x56 28.3-29.4 -> 35.8-36.6. Its rounding errors are larger
+// (docs/design.md, "Winograd convolutions").
+constexpr int64_t kWinogradF32Tile = 4;
 
 struct WinogradPush {
   uint64_t y, x, b, meta;
@@ -228,7 +242,8 @@ const OpSpec& swapLeadingSpec() {
   return spec;
 }
 
-// The product step of the Winograd path, as bmm: [16, O, C] @ [16, C, TP].
+// The product step of the Winograd path, as bmm: [P, O, C] @ [P, C, TP]
+// for the P = (m + 2)^2 points of the transforms.
 const OpSpec& winogradProductSpec() {
   static const OpSpec spec = productSpec("conv2d (Winograd product)", MatmulKind::kBmm, {DType::F32});
   return spec;
@@ -546,31 +561,39 @@ class Conv final : public KernelTemplate {
     if (g.kh != 3 || g.kw != 3 || g.sh != 1 || g.sw != 1 || g.dh != 1 || g.dw != 1 || g.groups != 1) return false;
     const bool wide = g.in.c * g.o >= kWinogradMinChannels * (g.in.c + g.o);
     if (!wide && !(dtype == DType::F32 && std::min(g.in.c, g.o) >= kWinogradMinChannels)) return false;
-    const int64_t tp = winogradColumns(g);
-    if (dtype != DType::F32 && !tensorCoreProductF32(features, dtype, 16, g.o, tp, g.in.c)) return false;
+    const int64_t m = winogradTile(dtype), points = (m + 2) * (m + 2), tp = winogradColumns(g, m);
+    if (dtype != DType::F32 && !tensorCoreProductF32(features, dtype, points, g.o, tp, g.in.c)) return false;
     if (dtype != DType::F32 && dtype != DType::F16 && dtype != DType::BF16) return false;
     // Elements of V or M, and of the input and the output, are indexed in 32 bits.
-    const int64_t widest = std::max({16 * std::max(g.in.c, g.o) * tp, g.in.n * g.in.c * g.in.h * g.in.w,
-                                     g.in.n * g.o * g.oh * g.ow});
-    const int64_t scratch = 16 * (int64_t(dtypeSize(dtype)) * (g.in.c * tp + g.o * g.in.c) + 4 * g.o * tp);
+    const int64_t widest =
+        std::max({points * std::max(g.in.c, g.o) * tp, g.in.n * g.in.c * g.in.h * g.in.w, g.in.n * g.o * g.oh * g.ow});
+    const int64_t scratch = points * (int64_t(dtypeSize(dtype)) * (g.in.c * tp + g.o * g.in.c) + 4 * g.o * tp);
     return widest < (int64_t(1) << 31) && scratch <= kWinogradMaxScratch;
   }
 
-  // Columns of the transformed input and of the products: one per 2x2 tile
-  // of outputs, rounded up to a multiple of 8.
-  static int64_t winogradColumns(const ConvGeometry& g) {
-    const int64_t tiles = g.in.n * ((g.oh + 1) / 2) * ((g.ow + 1) / 2);
+  // The side m of the output tiles, F(m x m, 3x3): 4 in f32, 2 in f16 and
+  // bf16 (see kWinogradF32Tile).
+  static int64_t winogradTile(DType dtype) { return dtype == DType::F32 ? kWinogradF32Tile : 2; }
+
+  // Columns of the transformed input and of the products: one per m x m
+  // tile of outputs, rounded up to a multiple of 8.
+  static int64_t winogradColumns(const ConvGeometry& g, int64_t m) {
+    const int64_t tiles = g.in.n * ((g.oh + m - 1) / m) * ((g.ow + m - 1) / m);
     return (tiles + 7) / 8 * 8;
   }
 
-  // `dtype`: the tensors'. The transforms write (input, weight) or read
-  // (output: the products) f32 where noted above.
-  const KernelSource& winogradSource(const std::string& mode, DType dtype) const {
-    return variants_.get("conv_winograd|" + mode + "|" + std::string(dtypeName(dtype)), [&] {
+  // `dtype`: the tensors'; `m`: the tile (winogradTile). The transforms
+  // write (input, weight) or read (output: the products) f32 where noted above.
+  const KernelSource& winogradSource(const std::string& mode, DType dtype, int64_t m) const {
+    const std::string key = "conv_winograd|" + mode + "|" + std::string(dtypeName(dtype)) + "|F" + std::to_string(m);
+    return variants_.get(key, [&] {
       GlslBuilder b(DType::F32);
-      if (mode == "WG_OUTPUT") b.output("y", dtype).input("x", DType::F32).input("b", dtype);
-      else b.output("y", dtype).input("x", dtype).input("b", dtype);
+      if (mode == "WG_OUTPUT")
+        b.output("y", dtype).input("x", DType::F32).input("b", dtype);
+      else
+        b.output("y", dtype).input("x", dtype).input("b", dtype);
       b.define(mode);
+      b.define("WG_M", std::to_string(m));
       if (dtype == DType::F16) b.define("SCALE", "0.25");  // no transform overflows f16
       return b.build(kernelFile("conv_winograd.comp"));
     });
@@ -582,12 +605,14 @@ class Conv final : public KernelTemplate {
                       const TensorView& out) const {
     const DType dtype = out.desc.dtype;
     const uint64_t size = dtypeSize(dtype);
-    const int64_t c = g.in.c, o = g.o, th = (g.oh + 1) / 2, tw = (g.ow + 1) / 2, tp = winogradColumns(g);
+    const int64_t tile = winogradTile(dtype), points = (tile + 2) * (tile + 2);
+    const int64_t c = g.in.c, o = g.o, th = (g.oh + tile - 1) / tile, tw = (g.ow + tile - 1) / tile;
+    const int64_t tp = winogradColumns(g, tile);
     std::shared_ptr<Buffer> u, v, m;
     try {
-      u = r.scratch(uint64_t(16 * o * c) * size);
-      v = r.scratch(uint64_t(16 * c * tp) * size);
-      m = r.scratch(uint64_t(16 * o * tp) * 4);
+      u = r.scratch(uint64_t(points * o * c) * size);
+      v = r.scratch(uint64_t(points * c * tp) * size);
+      m = r.scratch(uint64_t(points * o * tp) * 4);
     } catch (const ComputeError& e) {
       if (e.kind() != ComputeError::Kind::kOutOfMemory) throw;
       return false;
@@ -597,18 +622,19 @@ class Conv final : public KernelTemplate {
     auto pass = [&](const std::string& mode, uint64_t y, uint64_t x, uint64_t b, int64_t items) {
       meta[14] = uint32_t(items);
       WinogradPush push{y, x, b, r.params(meta)};
-      r.dispatch(winogradSource(mode, dtype), push, r.groupsFor(uint64_t(items), 256));
+      r.dispatch(winogradSource(mode, dtype, tile), push, r.groupsFor(uint64_t(items), 256));
     };
     pass("WG_WEIGHT", u->deviceAddress(), in[1].buffer->deviceAddress(), 0, o * c);
     pass("WG_INPUT", v->deviceAddress(), in[0].buffer->deviceAddress(), 0, c * tp);
     if (dtype == DType::F32) {
-      const TensorView operands[] = {{TensorDesc{DType::F32, {16, o, c}}, u},
-                                     {TensorDesc{DType::F32, {16, c, tp}}, v}};
-      const TensorView products[] = {{TensorDesc{DType::F32, {16, o, tp}}, m}};
+      const TensorView operands[] = {{TensorDesc{DType::F32, {points, o, c}}, u},
+                                     {TensorDesc{DType::F32, {points, c, tp}}, v}};
+      const TensorView products[] = {{TensorDesc{DType::F32, {points, o, tp}}, m}};
       const OpSpec& product = winogradProductSpec();
       product.kernel->record(product, r, operands, products, Attrs{});
     } else {
-      recordTensorCoreProductF32(r, dtype, u->deviceAddress(), v->deviceAddress(), m->deviceAddress(), 16, o, tp, c);
+      recordTensorCoreProductF32(r, dtype, u->deviceAddress(), v->deviceAddress(), m->deviceAddress(), points, o, tp,
+                                 c);
     }
     pass("WG_OUTPUT", out.buffer->deviceAddress(), m->deviceAddress(), g.bias ? in[2].buffer->deviceAddress() : 0,
          o * tp);
@@ -745,7 +771,8 @@ class Conv final : public KernelTemplate {
       all.push_back(&gemmSource(dtype, tile(64, 16, true)));
     }
     if (spatial_ == 2 && !transposed_ && (dtype == DType::F32 || dtype == DType::F16 || dtype == DType::BF16)) {
-      for (const char* mode : {"WG_INPUT", "WG_WEIGHT", "WG_OUTPUT"}) all.push_back(&winogradSource(mode, dtype));
+      for (const char* mode : {"WG_INPUT", "WG_WEIGHT", "WG_OUTPUT"})
+        all.push_back(&winogradSource(mode, dtype, winogradTile(dtype)));
     }
     if (dtype == DType::BF16) all.push_back(&gemmSource(dtype, kGemmCoopTapTile));
     if (dtype == DType::F16) {

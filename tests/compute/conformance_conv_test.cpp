@@ -5,8 +5,9 @@
 
 #include <algorithm>
 #include <atomic>
-#include <future>
 #include <cmath>
+#include <cstdio>
+#include <future>
 #include <limits>
 #include <optional>
 
@@ -243,11 +244,12 @@ TEST_F(ConvConformanceTest, Conv2dPointwiseProduct) {
 }
 
 // f32 conv2d with 3x3 kernels, stride 1, dilation 1, one group and about
-// 64 or more input and output channels runs as Winograd F(2x2, 3x3)
-// (conv_winograd.comp around the matmul kernels): outputs of odd height
-// and width (tiles cut at the edge), every padding a 3x3 kernel takes,
-// channel counts that are not multiples of 4 (the product's scalar path),
-// one output per image, an unbatched input, bias or none.
+// 64 or more input and output channels runs as Winograd F(4x4, 3x3)
+// (conv_winograd.comp around the matmul kernels): outputs whose height and
+// width leave 1, 2 or 3 of a tile (tiles cut at the edge), every padding a
+// 3x3 kernel takes, channel counts that are not multiples of 4 (the
+// product's scalar path), one output per image, an unbatched input, bias or
+// none.
 TEST_F(ConvConformanceTest, Conv2dWinograd) {
   using A = Conv2dArgs;
   const ConvCase cases[] = {
@@ -276,6 +278,45 @@ TEST_F(ConvConformanceTest, Conv2dWinograd) {
   HostTensor want = convRef(x4, w, nullptr, A{.padding = {1, 1}}, false, DType::F32);
   want.shape.erase(want.shape.begin());
   expectClose(got[0], want, "conv2d unbatched Winograd", 128.0 * 9 + 1);
+}
+
+// f32 takes Winograd F(4x4, 3x3), whose transforms scale values by up to
+// 8 and round them: its errors may exceed those of a direct convolution's
+// f32 sums, by about 2.8x on operands in [-1, 1] (on operands in [0, 1]
+// its 128-term products err less than 1152-term sums). Held to 4x the RMS
+// error of the direct convolution summed in order in f32 on the host.
+TEST_F(ConvConformanceTest, Conv2dWinogradF32IsNearF32InOrder) {
+  const int64_t n = 2, c = 128, o = 128, h = 16, wd = 16;
+  for (double lo : {-1.0, 0.0}) {
+    HostTensor x = randomTensor(DType::F32, {n, c, h, wd}, lo, 1), w = randomTensor(DType::F32, {o, c, 3, 3}, lo, 1);
+    const HostTensor got = call("conv2d", {x, w}, {{"padding", Ints{1, 1}}})[0];
+    const HostTensor exact = convRef(x, w, nullptr, Conv2dArgs{.padding = {1, 1}}, false, DType::F32);
+    double device = 0, host = 0;
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t oc = 0; oc < o; ++oc)
+        for (int64_t i = 0; i < h; ++i)
+          for (int64_t j = 0; j < wd; ++j) {
+            float s = 0;
+            for (int64_t ci = 0; ci < c; ++ci)
+              for (int64_t u = 0; u < 3; ++u)
+                for (int64_t v = 0; v < 3; ++v) {
+                  const int64_t ih = i - 1 + u, iw = j - 1 + v;
+                  if (ih < 0 || ih >= h || iw < 0 || iw >= wd) continue;
+                  s += float(x.values[size_t(((b * c + ci) * h + ih) * wd + iw)]) *
+                       float(w.values[size_t(((oc * c + ci) * 3 + u) * 3 + v)]);
+                }
+            const size_t at = size_t(((b * o + oc) * h + i) * wd + j);
+            host += (double(s) - exact.values[at]) * (double(s) - exact.values[at]);
+            device += (got.values[at] - exact.values[at]) * (got.values[at] - exact.values[at]);
+          }
+    const double count = double(n * o * h * wd);
+    device = std::sqrt(device / count), host = std::sqrt(host / count);
+    std::printf(
+        "conv2d f32 3x3 %lldx%lldx%lldx%lld, operands in [%g, 1]: RMS error %.3g on the device, %.3g in order "
+        "on the host\n",
+        (long long)n, (long long)c, (long long)h, (long long)wd, lo, device, host);
+    EXPECT_LE(device, 4 * host) << "operands in [" << lo << ", 1]";
+  }
 }
 
 // Values near the top of f16's range through the Winograd path (on tensor

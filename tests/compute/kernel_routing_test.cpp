@@ -142,11 +142,12 @@ TEST_F(KernelRoutingTest, Conv2dF32) {
                   {{"padding", Ints{1, 1}}});
   EXPECT_TRUE(anyStartsWith(ran, "conv_gemm|f32|")) << namesStr(ran);
   EXPECT_FALSE(anyContains(ran, "|inside")) << namesStr(ran);
-  // 3x3, stride 1, 64 channels in and out: Winograd, its products on the fast matmul kernel.
-  ran = kernelsOf("conv2d", {randomTensor(f, {3, 64, 10, 9}), randomTensor(f, {64, 64, 3, 3})},
+  // 3x3, stride 1, 64 channels in and out: Winograd F(4x4, 3x3), its products on the fast matmul kernel.
+  // 75 tiles of 4x4 outputs: the products' columns, 64 or more for the fast kernel.
+  ran = kernelsOf("conv2d", {randomTensor(f, {3, 64, 20, 18}), randomTensor(f, {64, 64, 3, 3})},
                   {{"padding", Ints{1, 1}}});
-  for (const char* pass : {"conv_winograd|WG_WEIGHT|f32", "conv_winograd|WG_INPUT|f32", "conv_winograd|WG_OUTPUT|f32",
-                           "matmul|f32|fast"}) {
+  for (const char* pass : {"conv_winograd|WG_WEIGHT|f32|F4", "conv_winograd|WG_INPUT|f32|F4",
+                           "conv_winograd|WG_OUTPUT|f32|F4", "matmul|f32|fast"}) {
     EXPECT_TRUE(anyStartsWith(ran, pass)) << pass << " " << namesStr(ran);
   }
   EXPECT_FALSE(anyStartsWith(ran, "conv_gemm")) << namesStr(ran);
@@ -179,7 +180,7 @@ TEST_F(KernelRoutingTest, Conv2dHalf) {
     // 128 channels in and out: Winograd on tensor cores; else the implicit GEMM.
     ran = kernelsOf("conv2d", {randomTensor(dtype, {2, 128, 16, 15}), randomTensor(dtype, {128, 128, 3, 3})},
                     {{"padding", Ints{1, 1}}});
-    EXPECT_EQ(anyStartsWith(ran, "conv_winograd|WG_INPUT|" + d), cores) << d << " " << namesStr(ran);
+    EXPECT_EQ(anyStartsWith(ran, "conv_winograd|WG_INPUT|" + d + "|F2"), cores) << d << " " << namesStr(ran);
     EXPECT_EQ(anyStartsWith(ran, "conv_gemm"), !cores) << d << " " << namesStr(ran);
   }
 }
