@@ -81,6 +81,11 @@ class Recorder {
     return params(std::as_bytes(std::span(values)));
   }
 
+  // `count` zeroed uint32 words, in params()'s memory, that the device may
+  // also write (atomically, too) while this batch runs: counters that a
+  // kernel's workgroups share.
+  uint64_t zeroedWords(uint32_t count) { return params(std::vector<uint32_t>(count, 0u)); }
+
   // Workgroups for `items` at `perGroup` items each on `axis`, capped at the
   // device's limit; kernels loop (grid stride) over whatever the cap leaves.
   uint32_t groupsFor(uint64_t items, uint64_t perGroup, int axis = 0) const {

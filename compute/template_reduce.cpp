@@ -18,7 +18,8 @@ struct Push {
   uint64_t x, y, z, st, meta;
   uint32_t n, d, s, chunk, outRank, redRank, final_;
   float count, param;
-  uint32_t wide;  // reduce.comp's LOADA4 applies
+  uint32_t wide;      // reduce.comp's LOADA4 applies
+  uint64_t counters;  // reduce.comp's p.counters: pass 1 finishes the outputs
 };
 
 // Bytes per partial state, the most reduce.comp stores field by field (an
@@ -41,7 +42,7 @@ const char* teamName(Team t) {
 // host code doesn't know the subgroup size, so it sizes for 32.
 constexpr uint64_t kGroupSize = 256;
 constexpr uint64_t kAssumedSubgroup = 32;
-constexpr uint64_t kTargetGroups = 2048;      // split long rows until the grid has this many workgroups
+constexpr uint64_t kTargetGroups = 4096;      // split long rows until the grid has this many workgroups
 constexpr uint64_t kMinGroupChunk = 8192;     // elements per workgroup, at least, when splitting
 constexpr uint64_t kGroupRow = 4096;          // contiguous rows this long take a workgroup
 constexpr uint64_t kSubgroupRow = 32;         // contiguous rows this long (and shorter than kGroupRow) a subgroup
@@ -209,6 +210,11 @@ class Reduce final : public KernelTemplate {
       b.define("TEAM", std::string("TEAM_") + teamName(team));
       // Enough loads in flight per invocation: 16-32 bytes.
       b.define("UNROLL", dtypeSize(dtype) <= 2 ? "8u" : "4u");
+      // Partial states loaded at once when they are combined: 16 where a
+      // state is one f32 (sum, mean, amax, ...). On an H100 the last of 4096
+      // workgroups combining a whole-tensor sum's states took 1-2% less with
+      // 16 than with 4; argmax's states (a value and an index) did better with 4.
+      b.define("CUNROLL", fields == 1 && acc == DType::F32 ? "16u" : "4u");
       if (vectorizable(dtype, pass, team)) {
         b.define("VEC4_TYPE", glslVec4Type(dtype)).define("VEC4_ALIGN", glslVec4Align(dtype));
         b.define("LOADA4(q)", glslLoad4("X4(uint64_t(p.x)).v[q]", dtype));
@@ -305,10 +311,20 @@ class Reduce final : public KernelTemplate {
       states = r.scratch(n * splits * kStateBytes);
       push.st = states->deviceAddress();
     }
+    // A workgroup per split: the last one of an output to finish combines
+    // its states (reduce.comp, p.counters), so no second pass runs. On an
+    // H100 (op_bench, alternately in one lease) whole-tensor sums of
+    // 8192x8192 went from 2809-2816 GB/s to 2838-2846, and to 2852-2858 with
+    // kTargetGroups 4096 (2048 before) and 16 states loaded at once; sums of
+    // 64 rows of 4M from 2942-2951 to 2988-2992. Counters zeroed on the
+    // device (a fill and its barrier) instead of in params() memory cost
+    // more than the second pass did: 2668-2676.
+    const bool lastCombines = splits > 1 && team == Team::kGroup;
+    if (lastCombines) push.counters = r.zeroedWords(uint32_t(n));
     uint32_t gx, gy;
     grid(r, groupsFor(team, n * splits), &gx, &gy);
     r.dispatch(source(op, dtype, pl.twoOutputs, 1, team), push, gx, gy);
-    if (splits > 1) {
+    if (splits > 1 && !lastCombines) {
       // Many partial states per output: a workgroup per output; few: a thread.
       Team team2 = splits >= 64 ? Team::kGroup : Team::kThread;
       grid(r, groupsFor(team2, n), &gx, &gy);

@@ -12,6 +12,7 @@
 //              (long contiguous rows, or one chunk of one)
 //   UNROLL     loads each invocation keeps in flight (bandwidth needs bytes
 //              in flight, and one scalar load per thread is too few)
+//   CUNROLL    partial states each invocation loads at once to combine them
 //   LOADA4(q)  (pass 1 of a team over contiguous rows of floats stored as
 //              f32, f16 or bf16; VEC4_TYPE, VEC4_ALIGN) elements 4q .. 4q+3
 //              of x as a vec4: with p.wide set, each load moves 4 (below)
@@ -21,6 +22,13 @@
 // partial states (index sp * n + o) that pass 2 combines and finalizes.
 // Every order of combination is fixed by the shape (and the device's
 // subgroup size), so results are deterministic.
+//
+// With p.counters set (pass 1 of TEAM_GROUP, p.s > 1), there is no pass 2:
+// the workgroup that stores an output's last partial state (counted in
+// p.counters, one zeroed word per output) combines them all, in the order
+// pass 2 would, and writes the output. This saves pass 2's dispatch and the
+// barrier before it, a few microseconds that a whole-tensor sum on a large
+// GPU feels.
 #extension GL_KHR_shader_subgroup_shuffle : require
 #extension GL_EXT_control_flow_attributes : require
 #define TEAM_THREAD 0
@@ -35,7 +43,9 @@ struct St {
   A z;
   int64_t i;
 };
-layout(buffer_reference, std430, buffer_reference_align = 8) buffer States { int64_t v[]; };
+// coherent: with p.counters, one workgroup reads the states others wrote.
+layout(buffer_reference, std430, buffer_reference_align = 8) coherent buffer States { int64_t v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 4) coherent buffer Counters { uint v[]; };
 
 layout(push_constant) uniform Push {
   x_ref x;
@@ -54,6 +64,7 @@ layout(push_constant) uniform Push {
   float param;   // correction (var, std) or p (norm)
   uint wide;     // LOADA4 applies: one reduced dim of stride 1, and every
                  // output's first element, p.chunk and p.d multiples of 4
+  Counters counters;  // see above; 0: none
 } p;
 
 #ifdef LOADA4
@@ -196,10 +207,10 @@ void st_comb(inout St s, St t) { s.i += t.i; }
 // field is an array of p.n * p.s; i first (8-byte aligned), then x, y, z.
 #ifdef ACC_FLOAT
 #define ST_ABYTES 4ul
-layout(buffer_reference, std430, buffer_reference_align = 4) buffer StatesA { A v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 4) coherent buffer StatesA { A v[]; };
 #else
 #define ST_ABYTES 8ul
-layout(buffer_reference, std430, buffer_reference_align = 8) buffer StatesA { A v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 8) coherent buffer StatesA { A v[]; };
 #endif
 
 StatesA stField(uint f) {  // 0 x, 1 y, 2 z
@@ -312,40 +323,49 @@ void accumulate(inout St s, uint base, uint k0, uint k1, uint lane, uint w) {
   }
 }
 
+// Output o's partial states, this invocation's share of them (`lane` of
+// `w`), in order, CUNROLL loaded before they are combined.
+St combineSplits(uint o, uint lane, uint w) {
+  St s = st_new();
+  // The loads of one state's fields, and of the states after it, wait
+  // together.
+  uint j = lane;
+  for (; j + (CUNROLL - 1u) * w < p.s; j += CUNROLL * w) {
+    St t[CUNROLL];
+    [[unroll]] for (uint u = 0u; u < CUNROLL; ++u) t[u] = st_load((j + u * w) * p.n + o);
+    [[unroll]] for (uint u = 0u; u < CUNROLL; ++u) st_comb(s, t[u]);
+  }
+  for (; j < p.s; j += w) st_comb(s, st_load(j * p.n + o));
+  return s;
+}
+
 // One work item's own share: item `item` of pass 1 (output o's split sp) or
 // pass 2 (output o), taken by `w` invocations of which this is `lane`.
 St work(uint item, uint lane, uint w, out uint o, out uint sp) {
-  St s = st_new();
 #if PASS == 1
+  St s = st_new();
   sp = item / p.n;
   o = item % p.n;
   uint k0 = sp * p.chunk;
   accumulate(s, outOffset(o), k0, min(p.d, k0 + p.chunk), lane, w);
+  return s;
 #else
   sp = 0u;
   o = item;
-  // UNROLL states loaded before they are combined (in order): the loads of
-  // one state's fields, and of the states after it, wait together.
-  uint j = lane;
-  for (; j + (UNROLL - 1u) * w < p.s; j += UNROLL * w) {
-    St t[UNROLL];
-    [[unroll]] for (uint u = 0u; u < UNROLL; ++u) t[u] = st_load((j + u * w) * p.n + o);
-    [[unroll]] for (uint u = 0u; u < UNROLL; ++u) st_comb(s, t[u]);
-  }
-  for (; j < p.s; j += w) st_comb(s, st_load(j * p.n + o));
+  return combineSplits(o, lane, w);
 #endif
-  return s;
+}
+
+void emitFinal(uint o, St s) {
+  STORE_y(o, FIN_Y(s));
+#ifdef HAS_Z
+  STORE_z(o, FIN_Z(s));
+#endif
 }
 
 void emit(uint o, uint sp, St s) {
-  if (PASS == 2 || p.final_ != 0u) {
-    STORE_y(o, FIN_Y(s));
-#ifdef HAS_Z
-    STORE_z(o, FIN_Z(s));
-#endif
-  } else {
-    st_store(sp * p.n + o, s);
-  }
+  if (PASS == 2 || p.final_ != 0u) emitFinal(o, s);
+  else st_store(sp * p.n + o, s);
 }
 
 // ---------------------------------------------------------------- team combines
@@ -384,6 +404,7 @@ St subgroupCombine(St s) {
 
 #if TEAM == TEAM_GROUP
 shared St sh[WG_SIZE];  // one per subgroup
+shared bool shLast;     // this workgroup stored its output's last partial state
 
 // Subgroups, then their results in subgroup 0; invocation 0 ends with the whole.
 St groupCombine(St s) {
@@ -413,6 +434,24 @@ void main() {
   for (uint item = wg; item < total; item += wgs) {
     St s = groupCombine(work(item, gl_LocalInvocationID.x, WG_SIZE, o, sp));
     if (gl_LocalInvocationID.x == 0u) emit(o, sp, s);
+#if PASS == 1
+    if (uint64_t(p.counters) != 0ul) {
+      // The state stored, then counted (a release); the workgroup that counts
+      // the last one sees every other (an acquire) and combines them.
+      if (gl_LocalInvocationID.x == 0u) {
+        memoryBarrierBuffer();
+        shLast = atomicAdd(p.counters.v[o], 1u) == p.s - 1u;
+        memoryBarrierBuffer();
+      }
+      barrier();
+      if (shLast) {
+        memoryBarrierBuffer();
+        St t = groupCombine(combineSplits(o, gl_LocalInvocationID.x, WG_SIZE));
+        if (gl_LocalInvocationID.x == 0u) emitFinal(o, t);
+      }
+      barrier();  // shLast is reused by the next item
+    }
+#endif
   }
 #elif TEAM == TEAM_SUBGROUP
   for (uint item = wg * gl_NumSubgroups + gl_SubgroupID; item < total; item += wgs * gl_NumSubgroups) {

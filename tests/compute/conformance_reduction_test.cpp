@@ -2,8 +2,9 @@
 // (adjacent or not, all, none), with keepdim, in every dtype it declares;
 // scans; sort, argsort and topk. References compute in double from the same
 // rounded inputs. Shapes are chosen to reach every kernel path: rows (a
-// workgroup or a subgroup each) and columns, split reductions finished by a
-// second pass, size-0 and size-1 dims, 0-d tensors, more outputs than 65535
+// workgroup or a subgroup each) and columns, split reductions finished by
+// the last workgroup of an output (rows, whole tensors) or by a second pass
+// (columns), size-0 and size-1 dims, 0-d tensors, more outputs than 65535
 // workgroups, and rows of a sort longer than a workgroup can hold.
 
 #include <algorithm>
@@ -242,7 +243,9 @@ TEST_F(ReductionTest, EveryFloatReductionOverDimSets) {
 }
 
 TEST_F(ReductionTest, SplitReductionsAndLargeShapes) {
-  // Few outputs over many elements: split over workgroups, finished by a second pass.
+  // Few outputs over many elements: split over workgroups (rows, whole
+  // tensors: finished by the last of them) or threads (columns: finished by
+  // a second pass).
   HostTensor rows = randomTensor(DType::F32, {3, 20000});
   for (const char* op : {"sum", "var", "logsumexp", "amax"}) checkReduce(op, rows, {1}, false, {}, 1e-4);
   HostTensor cols = randomTensor(DType::F32, {2000, 3});
@@ -267,10 +270,10 @@ TEST_F(ReductionTest, SplitReductionsAndLargeShapes) {
 }
 
 // Each kernel path of the split machinery at sizes that reach it: rows long
-// enough to be split over workgroups (finished by a thread or a workgroup per
-// output), columns split over threads, a whole tensor of odd size, reduced
-// dims that are not adjacent, and the first-index and NaN rules across the
-// chunk boundaries of a split.
+// enough to be split over workgroups (finished by the last of them), columns
+// split over threads (finished by a thread or a workgroup per output), a
+// whole tensor of odd size, reduced dims that are not adjacent, and the
+// first-index and NaN rules across the chunk boundaries of a split.
 TEST_F(ReductionTest, SplitRowsColumnsAndWholeTensors) {
   // Split rows, every dtype at least once.
   const Shape rowsShape = {3, 300000};
@@ -330,6 +333,41 @@ TEST_F(ReductionTest, SplitRowsColumnsAndWholeTensors) {
   for (size_t i : {10u, 400000u, 800000u, 1000002u}) wrap.values[i] = 4611686018427387904.0;  // 2^62
   wrap.values[500000] = 7;
   expectClose(ReductionTest::call("sum", {wrap})[0], makeTensor(DType::I64, {}, {7}), "i64 sum wraps");
+}
+
+// Split rows and whole tensors end in the last workgroup of an output to
+// finish, which combines its partial states (reduce.comp's p.counters). On
+// an engine whose dispatches are capped at 3 workgroups
+// (TENSORD_MAX_WORKGROUPS), each workgroup takes many splits of several
+// outputs and is the last for some: a split missed or combined twice moves
+// a sum of positive values by thousands.
+TEST_F(ReductionTest, SplitsPastTheWorkgroupCap) {
+  ::setenv("TENSORD_MAX_WORKGROUPS", "3", 1);
+  auto capped = limitedEngine(64 << 20, "reduce-group-cap");
+  ::unsetenv("TENSORD_MAX_WORKGROUPS");
+  Engine* on = capped.get();
+  const int64_t rows = 5, cols = 200000;  // 24 splits per row; 123 for the whole
+  auto x = run("abs", {run("randn", {}, {{"size", std::vector<int64_t>{rows, cols}}, {"seed", int64_t(3)}}, on)[0]}, {},
+               on)[0];
+  const std::vector<float> xs = download(x, on);
+  const std::vector<float> sums = download(run("sum", {x}, {{"dim", std::vector<int64_t>{1}}}, on)[0], on);
+  const std::vector<float> maxes = download(run("amax", {x}, {{"dim", std::vector<int64_t>{1}}}, on)[0], on);
+  const std::vector<float> whole = download(run("sum", {x}, {}, on)[0], on);
+  ASSERT_EQ(sums.size(), size_t(rows));
+  ASSERT_EQ(whole.size(), 1u);
+  double total = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    double sum = 0;
+    float max = 0;
+    for (int64_t c = 0; c < cols; ++c) {
+      sum += xs[size_t(r * cols + c)];
+      max = std::max(max, xs[size_t(r * cols + c)]);
+    }
+    total += sum;
+    EXPECT_NEAR(sums[size_t(r)], sum, 1e-5 * sum) << "row " << r;
+    EXPECT_EQ(maxes[size_t(r)], max) << "row " << r;
+  }
+  EXPECT_NEAR(whole[0], total, 1e-5 * total);
 }
 
 TEST_F(ReductionTest, IndexReductions) {

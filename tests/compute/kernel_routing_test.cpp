@@ -106,6 +106,19 @@ TEST_F(KernelRoutingTest, MatmulHalfOnTensorCores) {
   }
 }
 
+// Reductions split over workgroups (long rows, whole tensors) finish in the
+// last workgroup of each output, without a second pass; columns split over
+// threads keep one.
+TEST_F(KernelRoutingTest, SplitReductions) {
+  const DType f = DType::F32;
+  auto ran = kernelsOf("sum", {randomTensor(f, {300000})});
+  EXPECT_EQ(ran, std::vector<std::string>{"sum|f32|1|p1|GROUP"}) << namesStr(ran);
+  ran = kernelsOf("amax", {randomTensor(f, {3, 100000})}, {{"dim", Ints{1}}});
+  EXPECT_EQ(ran, std::vector<std::string>{"amax|f32|1|p1|GROUP"}) << namesStr(ran);
+  ran = kernelsOf("sum", {randomTensor(f, {20000, 3})}, {{"dim", Ints{0}}});
+  EXPECT_TRUE(anyStartsWith(ran, "sum|f32|1|p1|THREAD") && anyStartsWith(ran, "sum|f32|1|p2|")) << namesStr(ran);
+}
+
 TEST_F(KernelRoutingTest, Conv2dF32) {
   const DType f = DType::F32;
   // 1x1, stride 1, no padding, groups or bias, 256 pixels per image: a product on the fast matmul kernel.
