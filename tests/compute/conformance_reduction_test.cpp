@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <numeric>
@@ -337,37 +338,54 @@ TEST_F(ReductionTest, SplitRowsColumnsAndWholeTensors) {
 
 // Split rows and whole tensors end in the last workgroup of an output to
 // finish, which combines its partial states (reduce.comp's p.counters). On
-// an engine whose dispatches are capped at 3 workgroups
+// an engine whose dispatches are capped at 3 workgroups per axis
 // (TENSORD_MAX_WORKGROUPS), each workgroup takes many splits of several
 // outputs and is the last for some: a split missed or combined twice moves
-// a sum of positive values by thousands.
+// a sum of positive values by thousands. States of one value (sum, amax),
+// of a value and an index (argmax) and of three (var).
 TEST_F(ReductionTest, SplitsPastTheWorkgroupCap) {
+  using Dims = std::vector<int64_t>;
   ::setenv("TENSORD_MAX_WORKGROUPS", "3", 1);
   auto capped = limitedEngine(64 << 20, "reduce-group-cap");
   ::unsetenv("TENSORD_MAX_WORKGROUPS");
   Engine* on = capped.get();
-  const int64_t rows = 5, cols = 200000;  // 24 splits per row; 123 for the whole
-  auto x = run("abs", {run("randn", {}, {{"size", std::vector<int64_t>{rows, cols}}, {"seed", int64_t(3)}}, on)[0]}, {},
-               on)[0];
+  const int64_t rows = 5, cols = 200000;  // 24 splits per row; 122 for the whole
+  auto x = run("abs", {run("randn", {}, {{"size", Dims{rows, cols}}, {"seed", int64_t(3)}}, on)[0]}, {}, on)[0];
   const std::vector<float> xs = download(x, on);
-  const std::vector<float> sums = download(run("sum", {x}, {{"dim", std::vector<int64_t>{1}}}, on)[0], on);
-  const std::vector<float> maxes = download(run("amax", {x}, {{"dim", std::vector<int64_t>{1}}}, on)[0], on);
+  const std::vector<float> sums = download(run("sum", {x}, {{"dim", Dims{1}}}, on)[0], on);
+  const std::vector<float> maxes = download(run("amax", {x}, {{"dim", Dims{1}}}, on)[0], on);
+  const std::vector<float> vars = download(run("var", {x}, {{"dim", Dims{1}}}, on)[0], on);
+  const std::vector<std::byte> argmaxBytes = downloadBytes(run("argmax", {x}, {{"dim", int64_t(1)}}, on)[0], on);
   const std::vector<float> whole = download(run("sum", {x}, {}, on)[0], on);
   ASSERT_EQ(sums.size(), size_t(rows));
+  ASSERT_EQ(argmaxBytes.size(), size_t(rows) * sizeof(int64_t));
   ASSERT_EQ(whole.size(), 1u);
   double total = 0;
   for (int64_t r = 0; r < rows; ++r) {
-    double sum = 0;
-    float max = 0;
-    for (int64_t c = 0; c < cols; ++c) {
-      sum += xs[size_t(r * cols + c)];
-      max = std::max(max, xs[size_t(r * cols + c)]);
-    }
+    const float* row = xs.data() + r * cols;
+    double sum = 0, squares = 0;
+    for (int64_t c = 0; c < cols; ++c) sum += row[c];
+    const double mean = sum / double(cols);
+    for (int64_t c = 0; c < cols; ++c) squares += (row[c] - mean) * (row[c] - mean);
+    const int64_t at = std::max_element(row, row + cols) - row;
+    int64_t got = 0;
+    std::memcpy(&got, argmaxBytes.data() + r * sizeof(int64_t), sizeof(got));
     total += sum;
     EXPECT_NEAR(sums[size_t(r)], sum, 1e-5 * sum) << "row " << r;
-    EXPECT_EQ(maxes[size_t(r)], max) << "row " << r;
+    EXPECT_EQ(maxes[size_t(r)], row[at]) << "row " << r;
+    EXPECT_EQ(got, at) << "row " << r;
+    EXPECT_NEAR(vars[size_t(r)], squares / double(cols - 1), 1e-4 * squares / double(cols)) << "row " << r;
   }
   EXPECT_NEAR(whole[0], total, 1e-5 * total);
+}
+
+// A split reduction's result does not depend on which of its workgroups
+// finishes last: the same sum of 4M elements, run again, gives the same
+// bits.
+TEST_F(ReductionTest, SplitReductionsAreDeterministic) {
+  auto x = run("randn", {}, {{"size", std::vector<int64_t>{1 << 22}}, {"seed", int64_t(5)}})[0];
+  const std::vector<std::byte> first = downloadBytes(run("sum", {x})[0]);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(downloadBytes(run("sum", {x})[0]), first) << "run " << i + 2;
 }
 
 TEST_F(ReductionTest, IndexReductions) {
