@@ -57,6 +57,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <optional>
 #include <vector>
 
 #include "bench/op_bench_client.h"
@@ -79,6 +80,7 @@ struct Case {
   double flops;
   int chain = 0;  // > 0: a pipelined chain of this many calls, new outputs each (see above)
   int independent = 0;  // > 0: this many calls on distinct tensors, back to back (see above)
+  std::optional<double> fillFirst;  // every element of the first input (else randn, as every other input)
 };
 
 std::vector<Case> cases() {
@@ -122,6 +124,10 @@ std::vector<Case> cases() {
       {"matmul_f32_4096", "matmul", {f32({4096, 4096}), f32({4096, 4096})}, {}, 0, 2 * 4096.0 * 4096 * 4096},
       {"matmul_f32_8192", "matmul", {f32({8192, 8192}), f32({8192, 8192})}, {}, 0, 2 * n8k * 8192},
       {"matmul_f32_4095", "matmul", {f32({4095, 4095}), f32({4095, 4095})}, {}, 0, 2 * 4095.0 * 4095 * 4095},
+      // a all NaN: on bf16 tensor cores every tile's sums are NaN, so every
+      // tile is computed again in f32 arithmetic (docs/design.md).
+      {"matmul_f32_4096_nan", "matmul", {f32({4096, 4096}), f32({4096, 4096})}, {}, 0, 2 * 4096.0 * 4096 * 4096, 0,
+       0, std::nan("")},
       {"matmul_f16_4096", "matmul", {f16({4096, 4096}), f16({4096, 4096})}, {}, 0, 2 * 4096.0 * 4096 * 4096},
       {"matmul_f16_8192", "matmul", {f16({8192, 8192}), f16({8192, 8192})}, {}, 0, 2 * n8k * 8192},
       // The GEMM of conv2d_f16_32x64x56x56_k3 (64 channels by 576 taps, 100352 pixels), for reference.
@@ -274,7 +280,8 @@ class DeviceClock {
 };
 
 ClientCase clientCase(const Case& c) {
-  ClientCase cc{.op = c.op, .attrs = c.attrs, .chain = c.chain, .independent = c.independent};
+  ClientCase cc{
+      .op = c.op, .attrs = c.attrs, .chain = c.chain, .independent = c.independent, .fillFirst = c.fillFirst};
   for (const auto& d : c.inputs) cc.inputs.emplace_back(std::string(dtypeName(d.dtype)), d.shape);
   return cc;
 }
@@ -297,6 +304,20 @@ Figures measure(Engine& engine, DeviceClock& clock, const OpSpec& spec, const Ca
   Attrs attrs = validateAttrs(spec, c.attrs);
   std::vector<TensorView> in;
   for (const auto& d : c.inputs) in.push_back({d, engine.allocate(d.bytes(), "bench")});
+  // Inputs from randn, as PyTorch's and the client's (memory as allocated
+  // may hold an earlier case's values: NaNs send f32 products on tensor
+  // cores down their slow path); the first from full where the case says.
+  for (size_t i = 0; i < in.size(); ++i) {
+    const bool fill = i == 0 && c.fillFirst;
+    const OpSpec& make = *engine.ops().find(fill ? "full" : "randn");
+    std::vector<std::pair<std::string, AttrValue>> attrs = {{"size", in[i].desc.shape},
+                                                            {"dtype", std::string(dtypeName(in[i].desc.dtype))}};
+    if (fill) attrs.emplace_back("fill_value", *c.fillFirst);
+    else attrs.emplace_back("seed", int64_t(i + 1));
+    const Attrs made = validateAttrs(make, attrs);
+    blocking([&](Completion done) { engine.enqueueOp("bench", make, {}, {in[i]}, made, std::move(done)); });
+  }
+  const std::map<std::string, uint64_t> before = engine.kernelDispatches();
   // trial(units) runs `units` units and waits for them: its wall seconds.
   std::function<double(int)> trial;
   int callsPerUnit = 1;
@@ -363,6 +384,10 @@ Figures measure(Engine& engine, DeviceClock& clock, const OpSpec& spec, const Ca
   f.seconds = times[2];
   if (engine.measuresDeviceTime()) {
     f.deviceSeconds = clock.time(engine, [&] { trial(units); }) / (double(units) * callsPerUnit);
+  }
+  for (const auto& [name, count] : engine.kernelDispatches()) {
+    auto it = before.find(name);
+    if (count > (it == before.end() ? 0 : it->second)) f.kernels.push_back(name);
   }
   return f;
 }
@@ -433,13 +458,7 @@ int main(int argc, char** argv) {
         const OpSpec* spec = engine.ops().find(c.op);
         if (!spec) throw std::runtime_error("no op " + c.op);
         engine.waitIdle();
-        const std::map<std::string, uint64_t> before = engine.kernelDispatches();
-        Figures f = measure(engine, clock, *spec, c, repeats, minTrialMs);
-        for (const auto& [name, count] : engine.kernelDispatches()) {
-          auto it = before.find(name);
-          if (count > (it == before.end() ? 0 : it->second)) f.kernels.push_back(name);
-        }
-        measured.emplace_back(&c, std::move(f));
+        measured.emplace_back(&c, measure(engine, clock, *spec, c, repeats, minTrialMs));
       } catch (const std::exception& e) {
         std::printf("%s\n", nlohmann::json{{"case", c.name}, {"error", e.what()}}.dump().c_str());
         std::fflush(stdout);

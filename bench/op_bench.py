@@ -104,6 +104,7 @@ def torch_cases():
         "layer_norm_8192x1024": ((lambda a: torch.nn.functional.layer_norm(a, (1024,))), lambda: (torch.randn(8192, 1024, device="cuda"),), 2 * 4 * 8192 * 1024, 0),
         "rms_norm_8192x1024": ((lambda a: torch.nn.functional.rms_norm(a, (1024,))), lambda: (torch.randn(8192, 1024, device="cuda"),), 2 * 4 * 8192 * 1024, 0),
         **{f"matmul_f32_{n}": mm(n, n, n) for n in (1024, 2048, 4096, 8192, 4095)},
+        "matmul_f32_4096_nan": ((lambda a, b: a @ b), lambda: (torch.full((4096, 4096), float("nan"), device="cuda"), torch.randn(4096, 4096, device="cuda")), 0, 2 * 4096**3),
         **{f"matmul_f16_{n}": mm(n, n, n, f16) for n in (1024, 2048, 4096, 8192)},
         "matmul_f16_512x32768x512": mm(512, 32768, 512, f16),
         "matmul_f16_1024x16384x1024": mm(1024, 16384, 1024, f16),

@@ -37,7 +37,11 @@ struct ClientTimer::Impl {
   std::vector<Tensor> makeInputs(const ClientCase& c) {
     std::vector<Tensor> in;
     for (const auto& [dtype, shape] : c.inputs) {
-      in.push_back(client.call1("randn", {}, {{"size", shape}, {"dtype", dtype}}));
+      if (in.empty() && c.fillFirst) {
+        in.push_back(client.call1("full", {}, {{"size", shape}, {"fill_value", *c.fillFirst}, {"dtype", dtype}}));
+      } else {
+        in.push_back(client.call1("randn", {}, {{"size", shape}, {"dtype", dtype}}));
+      }
     }
     for (const Tensor& t : in) t.wait();
     return in;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <variant>
@@ -24,6 +25,7 @@ struct ClientCase {
       attrs;
   int chain = 0;        // as op_bench's Case::chain
   int independent = 0;  // as op_bench's Case::independent
+  std::optional<double> fillFirst;  // as op_bench's Case::fillFirst: made by full, not randn
 };
 
 class ClientTimer {
