@@ -34,9 +34,10 @@
 // same time on the device. Per call, as above.
 //
 //   op_bench [--repeats N] [--min-trial-ms MS] [--filter SUBSTRING[,SUBSTRING...]]
-//            [--tensord PATH | --no-client]
-// (a case runs when its name contains any of the substrings). The exit
-// status is 1 when a case failed.
+//            [--matmul-f32 tensor_cores|fma] [--tensord PATH | --no-client]
+// (a case runs when its name contains any of the substrings; --matmul-f32
+// is the config key matmul_f32, for the engine's figures). The exit status
+// is 1 when a case failed.
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -402,6 +403,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> filters;
   std::filesystem::path daemon;
   bool viaClient = true;
+  bool f32OnTensorCores = true;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--repeats") && i + 1 < argc) {
       repeats = std::atoi(argv[++i]);
@@ -411,6 +413,9 @@ int main(int argc, char** argv) {
       daemon = argv[++i];
     } else if (!std::strcmp(argv[i], "--no-client")) {
       viaClient = false;
+    } else if (!std::strcmp(argv[i], "--matmul-f32") && i + 1 < argc &&
+               (!std::strcmp(argv[i + 1], "fma") || !std::strcmp(argv[i + 1], "tensor_cores"))) {
+      f32OnTensorCores = !std::strcmp(argv[++i], "tensor_cores");
     } else if (!std::strcmp(argv[i], "--filter") && i + 1 < argc) {
       std::string list = argv[++i];
       for (size_t at = 0; at <= list.size();) {
@@ -421,7 +426,7 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: %s [--repeats N] [--min-trial-ms MS] [--filter SUBSTRING[,SUBSTRING...]] "
-                   "[--tensord PATH | --no-client]\n",
+                   "[--matmul-f32 tensor_cores|fma] [--tensord PATH | --no-client]\n",
                    argv[0]);
       return 2;
     }
@@ -443,6 +448,7 @@ int main(int argc, char** argv) {
     DeviceClock clock;
     EngineOptions options;
     options.logger = log;
+    options.f32ProductsOnTensorCores = f32OnTensorCores;
     options.deviceTimeObserver = [&clock](std::span<const DeviceTime> times) { clock.add(times); };
     Engine engine(options);
     engine.setDeviceTiming(false);  // on only for the device trial of each case
