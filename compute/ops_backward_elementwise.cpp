@@ -176,7 +176,7 @@ void addElementwiseBackwardOps(std::vector<OpSpec>& ops, const OpTable& table) {
                  "tanh(0.7978845608028654 * (b + 0.044715 * b * b * b)) * tanh(0.7978845608028654 * (b + 0.044715 * "
                  "b * b * b))) * 0.7978845608028654 * (1.0 + 0.134145 * b * b))";
         }
-        return "a * (0.5 * (1.0 + erf_f(b * 0.7071067811865476)) + b * 0.3989422804014327 * exp(-0.5 * b * b))";
+        return "a * (0.5 * erfc_f(-0.7071067811865476 * b) + b * 0.3989422804014327 * exp(-0.5 * b * b))";
       }));
 
   // Identity and casts: the gradient passes through (back in the input's dtype).

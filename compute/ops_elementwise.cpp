@@ -177,7 +177,10 @@ void addElementwiseOps(std::vector<OpSpec>& ops) {
         if (attrs.getText("approximate") == "tanh") {
           return "0.5 * a * (1.0 + tanh(0.7978845608028654 * (a + 0.044715 * a * a * a)))";
         }
-        return "0.5 * a * (1.0 + erf_f(a * 0.7071067811865476))";
+        // 1 + erf(z) as erfc(-z): one branch-free evaluation (erf_f's two
+        // ranges diverge on typical inputs), and a negative tail that keeps
+        // its relative precision where 1 + erf(z) cancels.
+        return "0.5 * a * erfc_f(-0.7071067811865476 * a)";
       },
       R::kSame, F, "x * Phi(x); approximate='tanh' uses PyTorch's tanh approximation",
       {{"approximate", AttrType::kText, std::string("none"), "'none' (exact, erf) or 'tanh'"}}));

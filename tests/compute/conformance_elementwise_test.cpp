@@ -203,6 +203,15 @@ TEST_F(ConformanceTest, UnarySpecialValues) {
   HostTensor want{DType::F32, {100}, {}};
   for (double v : g.values) want.values.push_back(roundTo(DType::F32, 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)))));
   expectClose(got, want, "gelu tanh", 1, kTrig);
+  // Exact gelu's negative tail, x * Phi(x) with Phi(x) down to 1e-23: to a
+  // few parts in a million, where 1 + erf(x / sqrt(2)) in f32 would cancel
+  // to nothing or to whole multiples of 2^-24.
+  const std::vector<double> tail = {-3.5, -5, -6.5, -8, -9.5};
+  auto gt = call("gelu", {makeTensor(DType::F32, {int64_t(tail.size())}, tail)})[0].values;
+  for (size_t i = 0; i < tail.size(); ++i) {
+    const double x = tail[i], exact = 0.5 * x * std::erfc(-x / std::sqrt(2.0));
+    EXPECT_NEAR(gt[i], exact, 5e-6 * std::abs(exact)) << "gelu(" << x << ")";
+  }
   // logit with eps clamps first.
   auto lg = call("logit", {makeTensor(DType::F32, {2}, {0.0, 1.0})}, {{"eps", 0.25}})[0].values;
   EXPECT_NEAR(lg[0], std::log(0.25 / 0.75), 1e-5);
