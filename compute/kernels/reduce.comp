@@ -121,6 +121,17 @@ void st_acc(inout St s, A v, int64_t k) {
   if (take) { s.x = v; s.i = k; }
 }
 void st_comb(inout St s, St t) { if (t.i != NO_INDEX) st_acc(s, t.x, t.i); }
+// st_acc for elements in increasing k (an invocation's own, in
+// accumulate()): a later element never wins a tie, and a NaN held stays.
+void st_acc_next(inout St s, A v, int64_t k) {
+#ifdef OP_ARGMAX
+  bool take = A_ISNAN(v) || v > s.x;
+#else
+  bool take = A_ISNAN(v) || v < s.x;
+#endif
+  if (s.i == NO_INDEX || (take && !A_ISNAN(s.x))) { s.x = v; s.i = k; }
+}
+#define HAS_ST_ACC_NEXT
 #elif defined(OP_WELFORD)
 // (count, mean, M2); Chan et al. to combine.
 void st_init(inout St s) { s.x = 0.0; s.y = 0.0; s.z = 0.0; }
@@ -258,6 +269,10 @@ St st_new() {
   return s;
 }
 
+#ifndef HAS_ST_ACC_NEXT
+#define st_acc_next st_acc
+#endif
+
 // ---------------------------------------------------------------- addressing
 uint outOffset(uint o) {
   uint off = 0u;
@@ -295,12 +310,12 @@ void accumulate(inout St s, uint base, uint k0, uint k1, uint lane, uint w) {
       vec4 v[UNROLL];
       [[unroll]] for (uint u = 0u; u < UNROLL; ++u) v[u] = LOADA4(b4 + q + u * w);
       [[unroll]] for (uint u = 0u; u < UNROLL; ++u) {
-        [[unroll]] for (uint e = 0u; e < 4u; ++e) st_acc(s, v[u][e], int64_t(4u * (q + u * w) + e));
+        [[unroll]] for (uint e = 0u; e < 4u; ++e) st_acc_next(s, v[u][e], int64_t(4u * (q + u * w) + e));
       }
     }
     for (; q < q1; q += w) {
       vec4 v = LOADA4(b4 + q);
-      [[unroll]] for (uint e = 0u; e < 4u; ++e) st_acc(s, v[e], int64_t(4u * q + e));
+      [[unroll]] for (uint e = 0u; e < 4u; ++e) st_acc_next(s, v[e], int64_t(4u * q + e));
     }
     return;
   }
@@ -310,16 +325,16 @@ void accumulate(inout St s, uint base, uint k0, uint k1, uint lane, uint w) {
     for (; k + span < k1; k += UNROLL * w) {
       A v[UNROLL];
       [[unroll]] for (uint u = 0u; u < UNROLL; ++u) v[u] = LOADA(base + (k + u * w) * rs);
-      [[unroll]] for (uint u = 0u; u < UNROLL; ++u) st_acc(s, v[u], int64_t(k + u * w));
+      [[unroll]] for (uint u = 0u; u < UNROLL; ++u) st_acc_next(s, v[u], int64_t(k + u * w));
     }
-    for (; k < k1; k += w) st_acc(s, LOADA(base + k * rs), int64_t(k));
+    for (; k < k1; k += w) st_acc_next(s, LOADA(base + k * rs), int64_t(k));
   } else {
     for (; k + span < k1; k += UNROLL * w) {
       A v[UNROLL];
       [[unroll]] for (uint u = 0u; u < UNROLL; ++u) v[u] = LOADA(base + redOffset(k + u * w));
-      [[unroll]] for (uint u = 0u; u < UNROLL; ++u) st_acc(s, v[u], int64_t(k + u * w));
+      [[unroll]] for (uint u = 0u; u < UNROLL; ++u) st_acc_next(s, v[u], int64_t(k + u * w));
     }
-    for (; k < k1; k += w) st_acc(s, LOADA(base + redOffset(k)), int64_t(k));
+    for (; k < k1; k += w) st_acc_next(s, LOADA(base + redOffset(k)), int64_t(k));
   }
 }
 
