@@ -26,9 +26,9 @@
 // With p.counters set (pass 1 of TEAM_GROUP, p.s > 1), there is no pass 2:
 // the workgroup that stores an output's last partial state (counted in
 // p.counters, one zeroed word per output) combines them all, in the order
-// pass 2's TEAM_GROUP variant would, and writes the output. This saves pass 2's dispatch and the
-// barrier before it, a few microseconds that a whole-tensor sum on a large
-// GPU feels.
+// pass 2's TEAM_GROUP variant would, and writes the output. This saves pass
+// 2's dispatch and the barrier before it, a few microseconds that a
+// whole-tensor sum on a large GPU feels.
 #extension GL_KHR_shader_subgroup_shuffle : require
 #extension GL_EXT_control_flow_attributes : require
 #define TEAM_THREAD 0
