@@ -214,6 +214,13 @@ std::vector<CoopConfig> allCoopConfigs() { return {kCoopTile, kCoopTileTransB, k
 // overflow clamp) ran the double-buffered tiles at 47.7 / 49.7.
 constexpr CoopConfig kSplitTile{64, 128, 32, 32, 64, 8, true, false};
 constexpr CoopConfig kSplitTileTransB{64, 128, 32, 32, 64, 8, true, true};
+// The f32 recomputation of a tile with special values (matmul_coop.comp,
+// productIeee) gives each invocation 4 columns and a multiple of 4 rows.
+constexpr bool recomputeFits(const CoopConfig& c) {
+  const int threads = (c.bm / c.wm) * (c.bn / c.wn) * 32, groups = c.bn / 4;
+  return threads % groups == 0 && (c.bm / (threads / groups)) % 4 == 0;
+}
+static_assert(recomputeFits(kSplitTile) && recomputeFits(kSplitTileTransB));
 // Below this K the split's fixed costs lose to the FMA kernel (bmm
 // 32x512x64x512: 25.7 against 28.2 TFLOP/s).
 constexpr int64_t kSplitMinK = 256;

@@ -337,46 +337,56 @@ shared uint tileNonFinite;  // a sum of the tile is an infinity or a NaN
 // The tile's outputs in f32 arithmetic, where its sums came out infinities
 // or NaNs (see the header): those then come out as IEEE arithmetic has
 // them. K steps of 32 go through shared memory as f32 (As and Bs are free
-// here); invocation t owns column t % BN of the tile and RPT consecutive rows.
-const uint KS = 32u, RPT = BM / (NT / BN);  // NT a multiple of BN, RPT of 4
+// here); invocation t owns 4 consecutive columns of the tile, from
+// 4 * (t % (BN / 4)), and RPT consecutive rows: per k one vec4 of b and
+// RPT / 4 of a from shared memory for 4 * RPT products.
+const uint KS = 32u, CG = BN / 4u, RPT = BM / (NT / CG);  // NT a multiple of BN / 4, RPT of 4
 
 void productIeee(uint aoff, uint boff, uint coff, uint yoff, uint m0, uint n0, uint t, float alpha, float beta,
                  bool hasBias, uint scm, uint scn) {
-  const uint col = t % BN, r0 = (t / BN) * RPT;
-  float sum[RPT];
-  [[unroll]] for (uint q = 0u; q < RPT; ++q) sum[q] = 0.0;
+  const uint c0 = (t % CG) * 4u, r0 = (t / CG) * RPT;
+  vec4 sum[RPT];  // sum[q][j]: row r0 + q, column c0 + j
+  [[unroll]] for (uint q = 0u; q < RPT; ++q) sum[q] = vec4(0.0);
   for (uint k0 = 0u; k0 < K; k0 += KS) {
     barrier();  // the last step's reads are done
-    for (uint x = t; x < BM * KS; x += NT) {  // a as [KS][BM], read along k
-      const uint r = x / KS, k = x % KS, gm = m0 + r, gk = k0 + k;
-      As[(k * BM + r) >> 2][r & 3u] = floatBitsToUint(gm < M && gk < K ? LOAD_a(aoff + gm * lda + gk) : 0.0);
+    // 4 elements per load (the split's operands are 16-byte aligned, K a
+    // multiple of 8 and N of 4, so 4 are all inside or all outside). a, and
+    // b as [N, K], are stored transposed: neighbouring invocations take
+    // neighbouring rows, so their stores fall in different banks.
+    for (uint x = t; x < BM * KS / 4u; x += NT) {  // a as [KS][BM]
+      const uint r = x % BM, k = (x / BM) * 4u, gm = m0 + r, gk = k0 + k;
+      const vec4 v = gm < M && gk < K ? Vec4f(uint64_t(p.a)).v[(aoff + gm * lda + gk) >> 2] : vec4(0.0);
+      [[unroll]] for (uint e = 0u; e < 4u; ++e) As[((k + e) * BM + r) >> 2][r & 3u] = floatBitsToUint(v[e]);
     }
-    for (uint x = t; x < BN * KS; x += NT) {  // b as [KS][BN], read along its rows
+    for (uint x = t; x < BN * KS / 4u; x += NT) {  // b as [KS][BN]
 #ifdef TRANS_B
-      const uint c = x / KS, k = x % KS, gn = n0 + c, gk = k0 + k;
-      const float v = gn < N && gk < K ? LOAD_b(boff + gn * ldb + gk) : 0.0;
+      const uint c = x % BN, k = (x / BN) * 4u, gn = n0 + c, gk = k0 + k;
+      const vec4 v = gn < N && gk < K ? Vec4f(uint64_t(p.b)).v[(boff + gn * ldb + gk) >> 2] : vec4(0.0);
+      [[unroll]] for (uint e = 0u; e < 4u; ++e) Bs[((k + e) * BN + c) >> 2][c & 3u] = floatBitsToUint(v[e]);
 #else
-      const uint k = x / BN, c = x % BN, gn = n0 + c, gk = k0 + k;
-      const float v = gn < N && gk < K ? LOAD_b(boff + gk * ldb + gn) : 0.0;
+      const uint k = x / (BN / 4u), c = (x % (BN / 4u)) * 4u, gn = n0 + c, gk = k0 + k;
+      const vec4 v = gn < N && gk < K ? Vec4f(uint64_t(p.b)).v[(boff + gk * ldb + gn) >> 2] : vec4(0.0);
+      Bs[(k * BN + c) >> 2] = floatBitsToUint(v);
 #endif
-      Bs[(k * BN + c) >> 2][c & 3u] = floatBitsToUint(v);
     }
     barrier();
     for (uint k = 0u; k < KS; ++k) {
-      const float bv = uintBitsToFloat(Bs[(k * BN + col) >> 2][col & 3u]);
+      const vec4 bv = uintBitsToFloat(Bs[(k * BN + c0) >> 2]);
       [[unroll]] for (uint q = 0u; q < RPT; q += 4u) {
         const vec4 av = uintBitsToFloat(As[(k * BM + r0 + q) >> 2]);
         [[unroll]] for (uint e = 0u; e < 4u; ++e) sum[q + e] += av[e] * bv;
       }
     }
   }
-  const uint gn = n0 + col;
   [[unroll]] for (uint q = 0u; q < RPT; ++q) {
     const uint gm = m0 + r0 + q;
-    if (gm >= M || gn >= N) continue;
-    float v = sum[q] * alpha;
-    if (hasBias) v += beta * LOAD_c(coff + gm * scm + gn * scn);
-    STORE_y(yoff + gm * N + gn, v);
+    [[unroll]] for (uint j = 0u; j < 4u; ++j) {
+      const uint gn = n0 + c0 + j;
+      if (gm >= M || gn >= N) continue;
+      float v = sum[q][j] * alpha;
+      if (hasBias) v += beta * LOAD_c(coff + gm * scm + gn * scn);
+      STORE_y(yoff + gm * N + gn, v);
+    }
   }
 }
 #endif
