@@ -215,10 +215,10 @@ std::vector<CoopConfig> allCoopConfigs() { return {kCoopTile, kCoopTileTransB, k
 constexpr CoopConfig kSplitTile{64, 128, 32, 32, 64, 8, true, false};
 constexpr CoopConfig kSplitTileTransB{64, 128, 32, 32, 64, 8, true, true};
 // The f32 recomputation of a tile with special values (matmul_coop.comp,
-// productIeee) gives each invocation 4 columns and a multiple of 4 rows.
+// productIeee) gives each invocation one column and a multiple of 4 rows.
 constexpr bool recomputeFits(const CoopConfig& c) {
-  const int threads = (c.bm / c.wm) * (c.bn / c.wn) * 32, groups = c.bn / 4;
-  return threads % groups == 0 && (c.bm / (threads / groups)) % 4 == 0;
+  const int threads = (c.bm / c.wm) * (c.bn / c.wn) * 32;
+  return threads % c.bn == 0 && (c.bm / (threads / c.bn)) % 4 == 0;
 }
 static_assert(recomputeFits(kSplitTile) && recomputeFits(kSplitTileTransB));
 // Below this K the split's fixed costs lose to the FMA kernel (bmm

@@ -337,16 +337,14 @@ shared uint tileNonFinite;  // a sum of the tile is an infinity or a NaN
 // The tile's outputs in f32 arithmetic, where its sums came out infinities
 // or NaNs (see the header): those then come out as IEEE arithmetic has
 // them. K steps of 32 go through shared memory as f32 (As and Bs are free
-// here); invocation t owns 4 consecutive columns of the tile, from
-// 4 * (t % (BN / 4)), and RPT consecutive rows: per k one vec4 of b and
-// RPT / 4 of a from shared memory for 4 * RPT products.
-const uint KS = 32u, CG = BN / 4u, RPT = BM / (NT / CG);  // NT a multiple of BN / 4, RPT of 4
+// here); invocation t owns column t % BN of the tile and RPT consecutive rows.
+const uint KS = 32u, RPT = BM / (NT / BN);  // NT a multiple of BN, RPT of 4
 
 void productIeee(uint aoff, uint boff, uint coff, uint yoff, uint m0, uint n0, uint t, float alpha, float beta,
                  bool hasBias, uint scm, uint scn) {
-  const uint c0 = (t % CG) * 4u, r0 = (t / CG) * RPT;
-  vec4 sum[RPT];  // sum[q][j]: row r0 + q, column c0 + j
-  [[unroll]] for (uint q = 0u; q < RPT; ++q) sum[q] = vec4(0.0);
+  const uint col = t % BN, r0 = (t / BN) * RPT;
+  float sum[RPT];
+  [[unroll]] for (uint q = 0u; q < RPT; ++q) sum[q] = 0.0;
   for (uint k0 = 0u; k0 < K; k0 += KS) {
     barrier();  // the last step's reads are done
     // 4 elements per load (the split's operands are 16-byte aligned, K a
@@ -371,22 +369,20 @@ void productIeee(uint aoff, uint boff, uint coff, uint yoff, uint m0, uint n0, u
     }
     barrier();
     for (uint k = 0u; k < KS; ++k) {
-      const vec4 bv = uintBitsToFloat(Bs[(k * BN + c0) >> 2]);
+      const float bv = uintBitsToFloat(Bs[(k * BN + col) >> 2][col & 3u]);
       [[unroll]] for (uint q = 0u; q < RPT; q += 4u) {
         const vec4 av = uintBitsToFloat(As[(k * BM + r0 + q) >> 2]);
         [[unroll]] for (uint e = 0u; e < 4u; ++e) sum[q + e] += av[e] * bv;
       }
     }
   }
+  const uint gn = n0 + col;
   [[unroll]] for (uint q = 0u; q < RPT; ++q) {
     const uint gm = m0 + r0 + q;
-    [[unroll]] for (uint j = 0u; j < 4u; ++j) {
-      const uint gn = n0 + c0 + j;
-      if (gm >= M || gn >= N) continue;
-      float v = sum[q][j] * alpha;
-      if (hasBias) v += beta * LOAD_c(coff + gm * scm + gn * scn);
-      STORE_y(yoff + gm * N + gn, v);
-    }
+    if (gm >= M || gn >= N) continue;
+    float v = sum[q] * alpha;
+    if (hasBias) v += beta * LOAD_c(coff + gm * scm + gn * scn);
+    STORE_y(yoff + gm * N + gn, v);
   }
 }
 #endif
