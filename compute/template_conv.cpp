@@ -582,9 +582,10 @@ class Conv final : public KernelTemplate {
     return (tiles + 7) / 8 * 8;
   }
 
-  // `dtype`: the tensors'; `m`: the tile (winogradTile). The transforms
+  // `dtype`: the tensors' (it picks the tile, winogradTile). The transforms
   // write (input, weight) or read (output: the products) f32 where noted above.
-  const KernelSource& winogradSource(const std::string& mode, DType dtype, int64_t m) const {
+  const KernelSource& winogradSource(const std::string& mode, DType dtype) const {
+    const int64_t m = winogradTile(dtype);
     const std::string key = "conv_winograd|" + mode + "|" + std::string(dtypeName(dtype)) + "|F" + std::to_string(m);
     return variants_.get(key, [&] {
       GlslBuilder b(DType::F32);
@@ -622,7 +623,7 @@ class Conv final : public KernelTemplate {
     auto pass = [&](const std::string& mode, uint64_t y, uint64_t x, uint64_t b, int64_t items) {
       meta[14] = uint32_t(items);
       WinogradPush push{y, x, b, r.params(meta)};
-      r.dispatch(winogradSource(mode, dtype, tile), push, r.groupsFor(uint64_t(items), 256));
+      r.dispatch(winogradSource(mode, dtype), push, r.groupsFor(uint64_t(items), 256));
     };
     pass("WG_WEIGHT", u->deviceAddress(), in[1].buffer->deviceAddress(), 0, o * c);
     pass("WG_INPUT", v->deviceAddress(), in[0].buffer->deviceAddress(), 0, c * tp);
@@ -771,8 +772,7 @@ class Conv final : public KernelTemplate {
       all.push_back(&gemmSource(dtype, tile(64, 16, true)));
     }
     if (spatial_ == 2 && !transposed_ && (dtype == DType::F32 || dtype == DType::F16 || dtype == DType::BF16)) {
-      for (const char* mode : {"WG_INPUT", "WG_WEIGHT", "WG_OUTPUT"})
-        all.push_back(&winogradSource(mode, dtype, winogradTile(dtype)));
+      for (const char* mode : {"WG_INPUT", "WG_WEIGHT", "WG_OUTPUT"}) all.push_back(&winogradSource(mode, dtype));
     }
     if (dtype == DType::BF16) all.push_back(&gemmSource(dtype, kGemmCoopTapTile));
     if (dtype == DType::F16) {
