@@ -134,6 +134,11 @@ std::vector<Case> cases() {
       // The GEMM of conv2d_f16_32x64x56x56_k3 (64 channels by 576 taps, 100352 pixels), for reference.
       {"matmul_f16_64x576x100352", "matmul", {f16({64, 576}), f16({576, 100352})}, {}, 0, 2 * 64.0 * 576 * 100352},
       {"matmul_f16_2048", "matmul", {f16({2048, 2048}), f16({2048, 2048})}, {}, 0, 2 * 2048.0 * 2048 * 2048},
+      // K and N not multiples of 8 (UNALIGNED on tensor cores): an odd size,
+      // and a language model's output layer over a vocabulary of 50257.
+      {"matmul_f16_4095", "matmul", {f16({4095, 4095}), f16({4095, 4095})}, {}, 0, 2 * 4095.0 * 4095 * 4095},
+      {"linear_f16_8192x768x50257", "linear", {f16({8192, 768}), f16({50257, 768})}, {}, 0,
+       2 * 8192.0 * 768 * 50257},
       {"linear_f16_8192x4096x4096", "linear", {f16({8192, 4096}), f16({4096, 4096}), f16({4096})}, {}, 0,
        2 * 8192.0 * 4096 * 4096},
       // A batch of 64 rows through a linear layer (inference): 64-row tiles.

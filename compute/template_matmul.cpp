@@ -135,6 +135,10 @@ struct CoopConfig {
   int group = 8;               // tile rows per band of the tile order (L2 reuse)
   bool single = false;         // one shared buffer (two barriers per K step) instead of two
   bool transB = false;
+  // Operands whose elements are loaded or stored one at a time (A_UNALIGNED,
+  // B_UNALIGNED, Y_UNALIGNED): rows not 16-byte aligned, or of a length
+  // that is not a multiple of 8.
+  bool unalignedA = false, unalignedB = false, unalignedY = false;
 };
 
 // dtype F16 or BF16: bf16 operands move as f16 ones do, and the kernel cache
@@ -146,7 +150,9 @@ const KernelSource& coopSource(DType dtype, const CoopConfig& c, bool yF32 = fal
   std::string key = "matmul|" + std::string(dtypeName(dtype)) + "|coop" + std::to_string(c.bm) + "x" +
                     std::to_string(c.bn) + "x" + std::to_string(c.bk) + "|w" + std::to_string(c.wm) + "x" +
                     std::to_string(c.wn) + "|g" + std::to_string(c.group) + (c.single ? "|s1" : "|s2") +
-                    (c.transB ? "|bt" : "|bn") + (yF32 ? "|y32" : "");
+                    (c.transB ? "|bt" : "|bn") + (c.unalignedA || c.unalignedB || c.unalignedY ? "|u" : "") +
+                    (c.unalignedA ? "a" : "") + (c.unalignedB ? "b" : "") + (c.unalignedY ? "y" : "") +
+                    (yF32 ? "|y32" : "");
   return variants.get(key, [&] {
     GlslBuilder b(dtype);
     b.input("a", dtype).input("b", dtype).input("c", dtype).output("y", yF32 ? DType::F32 : dtype);
@@ -160,6 +166,9 @@ const KernelSource& coopSource(DType dtype, const CoopConfig& c, bool yF32 = fal
     b.define("NT", std::to_string((c.bm / c.wm) * (c.bn / c.wn) * 32) + "u");
     if (c.single) b.define("SINGLE_BUF");
     if (c.transB) b.define("TRANS_B");
+    if (c.unalignedA) b.define("A_UNALIGNED");
+    if (c.unalignedB) b.define("B_UNALIGNED");
+    if (c.unalignedY) b.define("Y_UNALIGNED");
     if (dtype == DType::F32) {
       return b.build(std::string(kernelFile("split_bf16.glsl")) + std::string(kernelFile("matmul_coop.comp")));
     }
@@ -199,6 +208,24 @@ constexpr int64_t kShortTileMin = 256;
 
 std::vector<CoopConfig> allCoopConfigs() { return {kCoopTile, kCoopTileTransB, kCoopTileShort}; }
 
+// A configuration's variants for operands that are not aligned as its
+// tiles need (K, or N of b as [K, N] and of y, not a multiple of 8, or an
+// address or row stride not 16-byte aligned): the same tiles, the elements
+// of those operands loaded or stored one at a time. For f32 (F32_SPLIT) any
+// of a, b and y; for f16 and bf16 only y: their operands loaded one element
+// at a time ran slower than the FMA kernel (H100, f16 4095: 26 against 38
+// TFLOP/s), while an output layer over a vocabulary of 50257 (only y
+// unaligned) went from 31 to 119. All of them, for the kernel check.
+std::vector<CoopConfig> unalignedOf(const CoopConfig& c, DType dtype) {
+  std::vector<CoopConfig> all;
+  for (int bits = 1; bits < 8; ++bits) {
+    CoopConfig u = c;
+    u.unalignedA = bits & 1, u.unalignedB = bits & 2, u.unalignedY = bits & 4;
+    if (dtype == DType::F32 || !(u.unalignedA || u.unalignedB)) all.push_back(u);
+  }
+  return all;
+}
+
 // f32 on bf16 tensor cores (F32_SPLIT, DeviceFeatures::f32SplitBf16): each
 // tile is held as three bf16 planes, so 64x128 tiles in K steps of 32 fill
 // one buffer of 38.5 KiB (39 with b as [N, K]); 4 subgroups of 32x64. On an
@@ -224,7 +251,13 @@ static_assert(recomputeFits(kSplitTile) && recomputeFits(kSplitTileTransB));
 // Below this K the split's fixed costs lose to the FMA kernel (bmm
 // 32x512x64x512: 25.7 against 28.2 TFLOP/s).
 constexpr int64_t kSplitMinK = 256;
-std::vector<CoopConfig> allSplitConfigs() { return {kSplitTile, kSplitTileTransB}; }
+std::vector<CoopConfig> allSplitConfigs() {
+  std::vector<CoopConfig> all = {kSplitTile, kSplitTileTransB};
+  for (const CoopConfig& c : {kSplitTile, kSplitTileTransB}) {
+    for (const CoopConfig& u : unalignedOf(c, DType::F32)) all.push_back(u);
+  }
+  return all;
+}
 
 DType dotAccumulator(DType dtype) { return isFloating(dtype) ? DType::F32 : dtype; }
 
@@ -411,6 +444,7 @@ class Matmul final : public KernelTemplate {
       for (const auto& c : allCoopConfigs()) {
         all.push_back(&coopSource(dtype, c));
         all.push_back(&coopSource(dtype, c, true));
+        for (const CoopConfig& u : unalignedOf(c, dtype)) all.push_back(&coopSource(dtype, u));
       }
       all.push_back(&splitSumSource(dtype));
     }
@@ -418,9 +452,12 @@ class Matmul final : public KernelTemplate {
   }
 
   // The tensor-core kernel's configuration for this product, or nullopt if
-  // the device or the operands do not allow it.
+  // the device or the operands do not allow it. With `anyAlignment`,
+  // operands the tiles' 16-byte moves do not fit are loaded or stored one
+  // element at a time (unalignedOf; only dispatchProduct's products: the
+  // other callers' slices and intermediates are aligned by construction).
   static std::optional<CoopConfig> coopConfig(const Plan& p, DType dtype, const DeviceFeatures* features,
-                                              std::initializer_list<uint64_t> addresses) {
+                                              std::initializer_list<uint64_t> addresses, bool anyAlignment = false) {
     const bool split = dtype == DType::F32;  // on bf16 tensor cores (F32_SPLIT)
     if (!features || !(dtype == DType::F16    ? features->coopMatrixF16
                        : dtype == DType::BF16 ? features->coopMatrixBf16
@@ -432,25 +469,33 @@ class Matmul final : public KernelTemplate {
     // need only be a multiple of 4 there; a's rows and b's as [N, K] go in
     // whole slots of 8 elements.
     const int64_t nAlign = split ? 4 : 8;
-    if (p.m < 64 || p.n < 64 || p.k < 8 || p.k % 8 != 0 || p.n % nAlign != 0) return std::nullopt;
-    // Rows may be longer than the product reads (split-K's slices), with a
-    // stride that keeps every row 16-byte aligned.
-    if (p.sak != 1 || p.sam < p.k || p.sam % 8 != 0) return std::nullopt;
+    if (p.m < 64 || p.n < 64 || p.k < 8) return std::nullopt;
+    // Rows may be longer than the product reads (split-K's slices).
+    if (p.sak != 1 || p.sam < p.k) return std::nullopt;
+    // Each operand is aligned where its rows are 16-byte aligned and whole
+    // slots of 8 elements (4 for f32's b as [K, N] and y).
+    const uint64_t* address = addresses.begin();
+    auto at16 = [&](size_t i) { return addresses.size() <= i || address[i] % 16 == 0; };
     CoopConfig c;
-    if (p.sbn == 1 && p.sbk >= p.n && p.sbk % nAlign == 0) {
+    bool alignedB = at16(1);
+    if (p.sbn == 1 && p.sbk >= p.n) {
       int64_t batch = 1;
       for (int64_t d : p.batch) batch *= d;
       const bool shortTile =
           p.m <= kCoopTileShort.bm && batch * ((p.n + kCoopTileShort.bn - 1) / kCoopTileShort.bn) >= kShortTileMin;
       c = split ? kSplitTile : shortTile ? kCoopTileShort : kCoopTile;
-    } else if (p.sbk == 1 && p.sbn >= p.k && p.sbn % 8 == 0) {
+      alignedB = alignedB && p.n % nAlign == 0 && p.sbk % nAlign == 0;
+    } else if (p.sbk == 1 && p.sbn >= p.k) {
       c = split ? kSplitTileTransB : kCoopTileTransB;
+      alignedB = alignedB && p.k % 8 == 0 && p.sbn % 8 == 0;
     } else {
       return std::nullopt;
     }
-    for (uint64_t address : addresses) {
-      if (address % 16 != 0) return std::nullopt;
-    }
+    c.unalignedA = !(at16(0) && p.k % 8 == 0 && p.sam % 8 == 0);
+    c.unalignedB = !alignedB;
+    c.unalignedY = !(at16(2) && p.n % nAlign == 0);
+    if ((c.unalignedA || c.unalignedB || c.unalignedY) && !anyAlignment) return std::nullopt;
+    if ((c.unalignedA || c.unalignedB) && !split) return std::nullopt;  // see unalignedOf
     return c;
   }
 
@@ -594,7 +639,7 @@ class Matmul final : public KernelTemplate {
       r.dispatch(matmulSource(dtype, true), push, r.groupsFor(total, 256));
       return;
     }
-    if (auto c = coopConfig(p, dtype, r.features(), {push.a, push.b, push.y})) {
+    if (auto c = coopConfig(p, dtype, r.features(), {push.a, push.b, push.y}, true)) {
       uint64_t tiles = uint64_t((p.m + c->bm - 1) / c->bm) * uint64_t((p.n + c->bn - 1) / c->bn);
       r.dispatch(coopSource(dtype, *c), push, r.groupsFor(tiles, 1, 0), 1, r.groupsFor(uint64_t(batch), 1, 2));
       return;

@@ -15,6 +15,9 @@
 // as uvec4s of 8 halves, each wholly inside or outside the matrix (with
 // F32_SPLIT, N need only be a multiple of 4: f32 moves as vec4s). M and N
 // need not fill a tile: edge tiles are zero-filled on load, guarded on store.
+// A_UNALIGNED, B_UNALIGNED (F32_SPLIT only) and Y_UNALIGNED lift that for a,
+// b and y: their elements are loaded or stored one at a time, each checked
+// against the matrix; the shared tiles and products are the same.
 //
 // One workgroup per output tile (a 1-D grid over the tiles of a matrix,
 // GROUP_M tile rows at a time), batches over z. A workgroup of NT / 32
@@ -139,20 +142,51 @@ uvec4 pa[LA], pb[LB];
 #define LOAD_SLOT_AT(dst, j, address) dst[j] = Vec8s(address).v[0]
 #endif
 
+// A_UNALIGNED, B_UNALIGNED: that operand's elements are loaded one at a
+// time (LOAD_SLOT_N), so its rows need not be 16-byte aligned nor its row
+// length (K for a and for b as [N, K], N for b as [K, N]) a multiple of 8.
+// LOAD_SLOT_N(dst, j, ref, i, n): elements i .. i + 7 of operand `ref` (p.a
+// or p.b) into slot j, the first n of them (those inside the matrix), zeros
+// for the rest.
+#if defined(A_UNALIGNED) || defined(B_UNALIGNED)
+#ifdef F32_SPLIT
+#define LOAD_SLOT_N(dst, j, ref, i, n)                   \
+  [[unroll]] for (uint e_ = 0u; e_ < 8u; ++e_) {         \
+    float v_ = 0.0;                                      \
+    if (e_ < (n)) v_ = ref.v[(i) + e_];                  \
+    dst[2u * (j) + e_ / 4u][e_ % 4u] = v_;               \
+  }
+#else
+// 16-bit operands one at a time ran slower than the FMA kernel (f16 4095 on
+// an H100: 26 against 38 TFLOP/s), so template_matmul.cpp does not ask.
+#error "A_UNALIGNED and B_UNALIGNED need F32_SPLIT"
+#endif
+#endif
+
 void fetch(uint aoff, uint boff, uint m0, uint n0, uint k0, uint t) {
   [[unroll]] for (uint j = 0u; j < LA; ++j) {
     uint idx = t + NT * j;
     uint row = m0 + idx / KV, k = k0 + (idx % KV) * 8u;
+#ifdef A_UNALIGNED
+    LOAD_SLOT_N(pa, j, p.a, aoff + row * lda + k, idx < AV && row < M && k < K ? min(8u, K - k) : 0u);
+#else
     LOAD_SLOT(pa, j, uint64_t(p.a), aoff + row * lda + k, idx < AV && row < M && k < K);
+#endif
   }
   [[unroll]] for (uint j = 0u; j < LB; ++j) {
     uint idx = t + NT * j;
 #ifdef TRANS_B
     uint col = n0 + idx / KV, k = k0 + (idx % KV) * 8u;
+#ifdef B_UNALIGNED
+    LOAD_SLOT_N(pb, j, p.b, boff + col * ldb + k, idx < BV && col < N && k < K ? min(8u, K - k) : 0u);
+#else
     LOAD_SLOT(pb, j, uint64_t(p.b), boff + col * ldb + k, idx < BV && col < N && k < K);
+#endif
 #else
     uint k = k0 + idx / (BN / 8u), col = n0 + (idx % (BN / 8u)) * 8u;
-#ifdef F32_SPLIT
+#if defined(B_UNALIGNED)
+    LOAD_SLOT_N(pb, j, p.b, boff + k * ldb + col, idx < BV && k < K && col < N ? min(8u, N - col) : 0u);
+#elif defined(F32_SPLIT)
     const bool ok = idx < BV && col < N && k < K;
     LOAD_SLOT2(pb, j, uint64_t(p.b), boff + k * ldb + col, ok, ok && col + 4u < N);
 #else
@@ -340,6 +374,31 @@ shared uint tileNonFinite;  // a sum of the tile is an infinity or a NaN
 // here); invocation t owns column t % BN of the tile and RPT consecutive rows.
 const uint KS = 32u, RPT = BM / (NT / BN);  // NT a multiple of BN, RPT of 4
 
+// LOAD4_a / LOAD4_b (ok, i, left): elements i .. i + 3 of that operand
+// where `ok` (the row is inside), those of them before `left` (a signed
+// count of the elements up to the matrix's edge), zeros for the rest.
+#define LOAD4_ALIGNED(x, ok, i, left) ((ok) && int(left) > 0 ? Vec4f(uint64_t(p.x)).v[(i) >> 2] : vec4(0.0))
+#define DEFINE_LOAD4(x)                                               \
+  vec4 load4_##x(const bool ok, const uint i, const int left) {       \
+    vec4 v = vec4(0.0);                                               \
+    [[unroll]] for (uint e = 0u; e < 4u; ++e) {                       \
+      if (ok && int(e) < left) v[e] = p.x.v[i + e];                   \
+    }                                                                 \
+    return v;                                                         \
+  }
+#ifdef A_UNALIGNED
+DEFINE_LOAD4(a)
+#define LOAD4_a(ok, i, left) load4_a(ok, i, int(left))
+#else
+#define LOAD4_a(ok, i, left) LOAD4_ALIGNED(a, ok, i, left)
+#endif
+#ifdef B_UNALIGNED
+DEFINE_LOAD4(b)
+#define LOAD4_b(ok, i, left) load4_b(ok, i, int(left))
+#else
+#define LOAD4_b(ok, i, left) LOAD4_ALIGNED(b, ok, i, left)
+#endif
+
 void productIeee(uint aoff, uint boff, uint coff, uint yoff, uint m0, uint n0, uint t, float alpha, float beta,
                  bool hasBias, uint scm, uint scn) {
   const uint col = t % BN, r0 = (t / BN) * RPT;
@@ -347,23 +406,23 @@ void productIeee(uint aoff, uint boff, uint coff, uint yoff, uint m0, uint n0, u
   [[unroll]] for (uint q = 0u; q < RPT; ++q) sum[q] = 0.0;
   for (uint k0 = 0u; k0 < K; k0 += KS) {
     barrier();  // the last step's reads are done
-    // 4 elements per load (the split's operands are 16-byte aligned, K a
-    // multiple of 8 and N of 4, so 4 are all inside or all outside). a, and
+    // 4 elements per load (an aligned operand's rows are 16-byte aligned, K
+    // a multiple of 8 and N of 4, so 4 are all inside or all outside). a, and
     // b as [N, K], are stored transposed: neighbouring invocations take
     // neighbouring rows, so their stores fall in different banks.
     for (uint x = t; x < BM * KS / 4u; x += NT) {  // a as [KS][BM]
       const uint r = x % BM, k = (x / BM) * 4u, gm = m0 + r, gk = k0 + k;
-      const vec4 v = gm < M && gk < K ? Vec4f(uint64_t(p.a)).v[(aoff + gm * lda + gk) >> 2] : vec4(0.0);
+      const vec4 v = LOAD4_a(gm < M, aoff + gm * lda + gk, K - gk);
       [[unroll]] for (uint e = 0u; e < 4u; ++e) As[((k + e) * BM + r) >> 2][r & 3u] = floatBitsToUint(v[e]);
     }
     for (uint x = t; x < BN * KS / 4u; x += NT) {  // b as [KS][BN]
 #ifdef TRANS_B
       const uint c = x % BN, k = (x / BN) * 4u, gn = n0 + c, gk = k0 + k;
-      const vec4 v = gn < N && gk < K ? Vec4f(uint64_t(p.b)).v[(boff + gn * ldb + gk) >> 2] : vec4(0.0);
+      const vec4 v = LOAD4_b(gn < N, boff + gn * ldb + gk, K - gk);
       [[unroll]] for (uint e = 0u; e < 4u; ++e) Bs[((k + e) * BN + c) >> 2][c & 3u] = floatBitsToUint(v[e]);
 #else
       const uint k = x / (BN / 4u), c = (x % (BN / 4u)) * 4u, gn = n0 + c, gk = k0 + k;
-      const vec4 v = gn < N && gk < K ? Vec4f(uint64_t(p.b)).v[(boff + gk * ldb + gn) >> 2] : vec4(0.0);
+      const vec4 v = LOAD4_b(gk < K, boff + gk * ldb + gn, N - gn);
       Bs[(k * BN + c) >> 2] = floatBitsToUint(v);
 #endif
     }
@@ -427,7 +486,12 @@ void main() {
       FragAcc step[FM][FN];  // one K step's products (MMA_TILE)
       if (t == 0u) tileNonFinite = 0u;  // read by the last tile before its final barrier
 #endif
-      if (m0 + BM <= M && n0 + BN <= N && K % BK == 0u) {
+#if defined(A_UNALIGNED) || defined(B_UNALIGNED)
+      const bool inner = false;  // fetchInner's loads need aligned operands
+#else
+      const bool inner = m0 + BM <= M && n0 + BN <= N && K % BK == 0u;
+#endif
+      if (inner) {
         setupInner(aoff, boff, m0, n0, t);
         K_LOOP(FETCH_INNER)
       } else {
@@ -458,6 +522,17 @@ void main() {
 #endif
           uint gm = m0 + wm + 16u * i + row, gn = n0 + wn + 16u * j + half8;
           if (gm >= M || gn >= N) continue;
+#ifdef Y_UNALIGNED
+          // One output at a time: y's rows need not be 16-byte aligned, nor
+          // N a multiple of 8.
+          [[unroll]] for (uint e = 0u; e < 8u; ++e) {
+            if (gn + e >= N) continue;
+            float v = (e < 4u ? lo[e] : hi[e - 4u]) * alpha;
+            if (hasBias) v += beta * LOAD_c(coff + gm * scm + (gn + e) * scn);
+            STORE_y(yoff + gm * N + gn + e, v);
+          }
+          continue;
+#endif
           lo *= alpha;
           hi *= alpha;
           const bool hiInside = gn + 4u < N;  // N is a multiple of 8, or with Y_F32 of 4

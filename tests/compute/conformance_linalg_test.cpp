@@ -84,6 +84,7 @@ int64_t innerOf(const Shape& a) { return a.empty() ? 1 : a.back(); }
 class LinalgConformance : public ConformanceTest {
  protected:
   void checkTensorCorePath(DType dt);
+  void checkUnalignedProducts(DType dt);
 };
 
 struct MatmulCase {
@@ -294,6 +295,43 @@ void LinalgConformance::checkTensorCorePath(DType dt) {
   auto x4 = inputFor(dt, {2, 32, 72}), w4 = inputFor(dt, {264, 72});
   expectClose(call("linear", {x4, w4})[0], rounded(refMatmul(x4, transpose2(w4))), "linear [2, 32, 72] weight [264, 72]",
               72);
+  checkUnalignedProducts(dt);
+}
+
+// K, or N, not a multiple of 8: rows that start anywhere, slots of 8
+// elements partly outside the matrix. On tensor cores, f32 products load and
+// store such operands one element at a time, and so do f16 and bf16 ones
+// where only y is unaligned; the rest take the FMA kernel.
+void LinalgConformance::checkUnalignedProducts(DType dt) {
+  const int64_t k = dt == DType::F32 ? 259 : 43;  // f32 takes tensor cores from K = 256
+  const int64_t kAligned = dt == DType::F32 ? 264 : 64;
+  for (const MatmulCase& c : std::vector<MatmulCase>{
+           {{200, k}, {k, 137}},                  // edge tiles in M and N, K and N odd
+           {{200, kAligned}, {kAligned, 137}},    // a aligned, b and y not
+           {{130, k + 1}, {k + 1, 128}},          // K even, not a multiple of 8; whole tiles in N
+           {{2, 72, k}, {1, k, 203}},             // batch, broadcast b
+           {{64, 2 * k + 1}, {2 * k + 1, 1001}},  // one tile row, several K steps and a tail
+       }) {
+    auto a = inputFor(dt, c.a), b = inputFor(dt, c.b);
+    expectClose(call("matmul", {a, b})[0], rounded(refMatmul(a, b)), "matmul " + shapeStr(c.a) + " @ " + shapeStr(c.b),
+                double(innerOf(c.a)));
+  }
+  if (dt != DType::F32) {  // at most 64 rows and enough columns for 64-row tiles
+    auto a = inputFor(dt, {2, 64, k}), b = inputFor(dt, {1, k, 32761});
+    expectClose(call("matmul", {a, b})[0], rounded(refMatmul(a, b)), "matmul [2, 64, K odd] @ [1, K odd, 32761]",
+                double(k));
+  }
+  auto x = inputFor(dt, {3, 50, k}), w = inputFor(dt, {133, k}), bias = inputFor(dt, {133});
+  auto prod = refMatmul(x, transpose2(w));
+  expectClose(call("linear", {x, w})[0], rounded(prod), "linear [3, 50, K odd] weight [133, K odd]", double(k));
+  expectClose(call("linear", {x, w, bias})[0], scaleAdd(prod, &bias, 1, 1), "linear+bias [3, 50, K odd]", double(k));
+  // Only y unaligned (an output layer over an odd vocabulary).
+  auto xa = inputFor(dt, {2, 70, kAligned}), wa = inputFor(dt, {201, kAligned}), ba = inputFor(dt, {201});
+  expectClose(call("linear", {xa, wa, ba})[0], scaleAdd(refMatmul(xa, transpose2(wa)), &ba, 1, 1),
+              "linear+bias [2, 70, K] weight [201, K]", double(kAligned));
+  auto m1 = inputFor(dt, {130, k}), m2 = inputFor(dt, {k, 75}), c = inputFor(dt, {130, 75});
+  expectClose(call("addmm", {c, m1, m2}, {{"beta", 0.5}, {"alpha", -2.0}})[0],
+              scaleAdd(refMatmul(m1, m2), &c, -2.0, 0.5), "addmm [130, K odd] @ [K odd, 75] + [130, 75]", double(k));
 }
 
 // f32 products with K of 256 or more run on bf16 tensor cores where the
@@ -328,6 +366,7 @@ TEST_F(LinalgConformance, F32LongKProducts) {
   auto w4 = inputFor(DType::F32, {132, 256}), b4 = inputFor(DType::F32, {132});
   expectClose(call("linear", {x, w4, b4})[0], scaleAdd(refMatmul(x, transpose2(w4)), &b4, 1, 1),
               "linear+bias [3, 50, 256] weight [132, 256]", 256);
+  checkUnalignedProducts(DType::F32);
 }
 
 // The split loses no bit of either operand: with one operand a signed

@@ -106,6 +106,36 @@ TEST_F(KernelRoutingTest, MatmulHalfOnTensorCores) {
   }
 }
 
+// Products whose K or N is not a multiple of 8 stay on tensor cores: f32
+// in the variant that loads and stores such operands one element at a time,
+// f16 and bf16 only where y alone is unaligned (their operands one element
+// at a time lose to the FMA kernel); aligned ones take neither.
+TEST_F(KernelRoutingTest, UnalignedProductsOnTensorCores) {
+  for (DType dtype : {DType::F16, DType::BF16, DType::F32}) {
+    if (!engine().dtypeSupported(dtype)) continue;
+    const std::string d(dtypeName(dtype));
+    const bool cores = dtype == DType::F32 ? engine().device().features.f32SplitBf16 : tensorCores(dtype);
+    const std::string unalignedOperands = dtype == DType::F32 && cores ? "matmul|f32|coop" : "matmul|" + d + "|fast";
+    const int64_t k = dtype == DType::F32 ? 257 : 63;
+    auto ran = kernelsOf("matmul", {randomTensor(dtype, {128, k}), randomTensor(dtype, {k, 130})});
+    ASSERT_EQ(ran.size(), 1u) << d << " " << namesStr(ran);
+    EXPECT_EQ(ran[0].rfind(unalignedOperands, 0), 0u) << d << " " << ran[0];
+    EXPECT_EQ(ran[0].find("|uaby") != std::string::npos, dtype == DType::F32 && cores) << d << " " << ran[0];
+    ran = kernelsOf("linear", {randomTensor(dtype, {128, k + 2}), randomTensor(dtype, {96, k + 2})});
+    ASSERT_EQ(ran.size(), 1u) << d << " " << namesStr(ran);
+    EXPECT_EQ(ran[0].rfind(unalignedOperands, 0), 0u) << d << " " << ran[0];
+    const int64_t aligned = dtype == DType::F32 ? 264 : 64;
+    ran = kernelsOf("matmul", {randomTensor(dtype, {128, aligned}), randomTensor(dtype, {aligned, 128})});
+    ASSERT_EQ(ran.size(), 1u) << d << " " << namesStr(ran);
+    EXPECT_EQ(ran[0].find("|u"), std::string::npos) << d << " " << ran[0];
+    // A language model's output layer: only N (the vocabulary) is odd, so
+    // only y's stores go one at a time.
+    ran = kernelsOf("linear", {randomTensor(dtype, {128, aligned}), randomTensor(dtype, {131, aligned})});
+    ASSERT_EQ(ran.size(), 1u) << d << " " << namesStr(ran);
+    EXPECT_EQ(ran[0].size() > 3 && ran[0].compare(ran[0].size() - 3, 3, "|uy") == 0, cores) << d << " " << ran[0];
+  }
+}
+
 // Reductions split over workgroups (long rows, whole tensors) finish in the
 // last workgroup of each output, without a second pass; columns split over
 // threads keep one.
