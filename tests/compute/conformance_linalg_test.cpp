@@ -233,6 +233,26 @@ TEST_F(LinalgConformance, SplitKWithoutScratchMemoryRunsUnsplit) {
   for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-3 * (1 + std::abs(want[i]))) << i;
 }
 
+// Operands padded for the tensor cores are copied into scratch memory;
+// where it is not to be had, the product runs on them as they are.
+TEST_F(LinalgConformance, UnalignedProductWithoutScratchMemory) {
+  auto product = [](Engine* on) {
+    auto a = run("randn", {}, {{"size", std::vector<int64_t>{256, 1023}}, {"seed", int64_t(1)}}, on)[0];
+    auto b = run("randn", {}, {{"size", std::vector<int64_t>{1023, 256}}, {"seed", int64_t(2)}}, on)[0];
+    return download(run("mm", {a, b}, {}, on)[0], on);
+  };
+  const std::vector<float> want = product(nullptr);  // padded copies, memory to spare
+  // The operands (1 MiB each) and y fit; a padded copy of either does not.
+  auto small = limitedEngine(3 << 20, "pad-limit");
+  const std::vector<float> got = product(small.get());
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-3 * (1 + std::abs(want[i]))) << i;
+  // On bf16 tensor cores the first product was padded and the second not.
+  const bool cores = engine().device().features.f32SplitBf16;
+  EXPECT_EQ(engine().kernelDispatches().count("matmul|f32|pad") == 1, cores);
+  EXPECT_EQ(small->kernelDispatches().count("matmul|f32|pad"), 0u);
+}
+
 // f16 and bf16 products that take the tensor-core path on devices with
 // cooperative matrices (bf16: through VK_KHR_shader_bfloat16; K and N
 // multiples of 8, M and N >= 64; elsewhere the fast path):
