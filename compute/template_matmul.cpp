@@ -142,8 +142,10 @@ std::vector<FastConfig> allFastConfigs() {
 
 // The tensor-core path (kernels/matmul_coop.comp): f16 and bf16 products on
 // devices with cooperative matrices, and f32 ones split into bf16 parts
-// (F32_SPLIT); operands as for the fast path, K and N multiples of 8 and
-// 16-byte aligned a, b and y.
+// (F32_SPLIT); operands as for the fast path. It moves them 16 bytes at a
+// time where K and N are multiples of 8 and a, b and y 16-byte aligned;
+// others are padded (dispatchPadded) or moved one element at a time
+// (unalignedA, B, Y).
 struct CoopConfig {
   int bm = 0, bn = 0, bk = 0;  // output tile and K step
   int wm = 0, wn = 0;          // each subgroup's outputs: (bm / wm) x (bn / wn) subgroups of 32
@@ -472,8 +474,9 @@ class Matmul final : public KernelTemplate {
   // the device or the operands do not allow it. With `anyAlignment`,
   // operands the tiles' 16-byte moves do not fit are flagged
   // (CoopConfig::unalignedA, B, Y) rather than refused, and dispatchProduct
-  // decides what to do with them; the other callers' slices and
-  // intermediates are aligned by construction.
+  // decides what to do with them; the other callers take only aligned
+  // operands (splitK: unaligned f16 and bf16 products are padded, not
+  // split).
   static std::optional<CoopConfig> coopConfig(const Plan& p, DType dtype, const DeviceFeatures* features,
                                               std::initializer_list<uint64_t> addresses, bool anyAlignment = false) {
     const bool split = dtype == DType::F32;  // on bf16 tensor cores (F32_SPLIT)

@@ -407,7 +407,8 @@ void productIeee(uint aoff, uint boff, uint coff, uint yoff, uint m0, uint n0, u
   for (uint k0 = 0u; k0 < K; k0 += KS) {
     barrier();  // the last step's reads are done
     // 4 elements per load (an aligned operand's rows are 16-byte aligned, K
-    // a multiple of 8 and N of 4, so 4 are all inside or all outside). a, and
+    // a multiple of 8 and N of 4, or its rows padded with zeros, so 4 are
+    // all inside or all outside, or past N zeros). a, and
     // b as [N, K], are stored transposed: neighbouring invocations take
     // neighbouring rows, so their stores fall in different banks.
     for (uint x = t; x < BM * KS / 4u; x += NT) {  // a as [KS][BM]

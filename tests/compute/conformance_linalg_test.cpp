@@ -247,10 +247,16 @@ TEST_F(LinalgConformance, UnalignedProductWithoutScratchMemory) {
   const std::vector<float> got = product(small.get());
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-3 * (1 + std::abs(want[i]))) << i;
-  // On bf16 tensor cores the first product was padded and the second not.
+  // On bf16 tensor cores the first product was padded and the second ran
+  // on the tensor cores all the same, loading a one element at a time.
   const bool cores = engine().device().features.f32SplitBf16;
   EXPECT_EQ(engine().kernelDispatches().count("matmul|f32|pad") == 1, cores);
-  EXPECT_EQ(small->kernelDispatches().count("matmul|f32|pad"), 0u);
+  bool unaligned = false;
+  for (const auto& [name, count] : small->kernelDispatches()) {
+    EXPECT_NE(name, "matmul|f32|pad");
+    unaligned = unaligned || (name.rfind("matmul|f32|coop", 0) == 0 && name.find("|ua") != std::string::npos);
+  }
+  EXPECT_EQ(unaligned, cores);
 }
 
 // f16 and bf16 products that take the tensor-core path on devices with
@@ -319,9 +325,10 @@ void LinalgConformance::checkTensorCorePath(DType dt) {
 }
 
 // K, or N, not a multiple of 8: rows that start anywhere, slots of 8
-// elements partly outside the matrix. On tensor cores, f32 products load and
-// store such operands one element at a time, and so do f16 and bf16 ones
-// where only y is unaligned; the rest take the FMA kernel.
+// elements partly outside the matrix. On tensor cores, unbatched products
+// run on copies of a and b padded to a multiple of 8; batched f32 ones load
+// such operands one element at a time (f16 and bf16 ones take the FMA
+// kernel); y, where unaligned, is stored one element at a time.
 void LinalgConformance::checkUnalignedProducts(DType dt) {
   const int64_t k = dt == DType::F32 ? 259 : 43;  // f32 takes tensor cores from K = 256
   const int64_t kAligned = dt == DType::F32 ? 264 : 64;
@@ -339,10 +346,9 @@ void LinalgConformance::checkUnalignedProducts(DType dt) {
   if (dt == DType::F32) {  // few tiles and a long, odd K: split into K slices that start anywhere
     auto a = inputFor(dt, {64, 4095}), b = inputFor(dt, {4095, 72});
     expectClose(call("matmul", {a, b})[0], rounded(refMatmul(a, b)), "matmul [64, 4095] @ [4095, 72]", 4095);
-  } else {  // at most 64 rows and enough columns for 64-row tiles
-    auto a = inputFor(dt, {2, 64, k}), b = inputFor(dt, {1, k, 32761});
-    expectClose(call("matmul", {a, b})[0], rounded(refMatmul(a, b)), "matmul [2, 64, K odd] @ [1, K odd, 32761]",
-                double(k));
+  } else {  // at most 64 rows and enough columns for 64-row tiles (256 of them), padded
+    auto a = inputFor(dt, {64, k}), b = inputFor(dt, {k, 65283});
+    expectClose(call("matmul", {a, b})[0], rounded(refMatmul(a, b)), "matmul [64, K odd] @ [K odd, 65283]", double(k));
   }
   auto x = inputFor(dt, {3, 50, k}), w = inputFor(dt, {133, k}), bias = inputFor(dt, {133});
   auto prod = refMatmul(x, transpose2(w));
@@ -502,6 +508,22 @@ TEST_F(LinalgConformance, F32ProductsPropagateInfinitiesAndNaNs) {
   EXPECT_EQ(got.values[5 * 128 + 0], inf);
   EXPECT_EQ(got.values[5 * 128 + 1], -inf);
   EXPECT_TRUE(std::isfinite(got.values[70 * 128 + 2])) << got.values[70 * 128 + 2];
+  // K and N odd: the recomputation reads the padded copies (unbatched) or
+  // the operands one element at a time (batched).
+  auto u1 = inputFor(DType::F32, {130, 259}), u2 = inputFor(DType::F32, {259, 137});
+  u1.values[3 * 259 + 258] = inf;    // the last element of K
+  u2.values[100 * 137 + 136] = nan;  // the last column
+  got = call("matmul", {u1, u2})[0];
+  expectClose(got, rounded(refMatmul(u1, u2)), "matmul [130, 259] @ [259, 137] with inf and NaN", 259);
+  EXPECT_TRUE(std::isinf(got.values[3 * 137 + 5])) << got.values[3 * 137 + 5];
+  EXPECT_TRUE(std::isnan(got.values[7 * 137 + 136])) << got.values[7 * 137 + 136];
+  auto v1 = inputFor(DType::F32, {2, 72, 259}), v2 = inputFor(DType::F32, {2, 259, 131}),
+       vc = inputFor(DType::F32, {2, 72, 131});
+  v1.values[(72 + 40) * 259 + 258] = -inf;   // batch 1
+  v2.values[(259 + 258) * 131 + 130] = nan;  // batch 1, the last K row and column
+  expectClose(call("baddbmm", {vc, v1, v2}, {{"beta", 0.5}, {"alpha", -2.0}})[0],
+              scaleAdd(refMatmul(v1, v2), &vc, -2.0, 0.5), "baddbmm [2, 72, 259] @ [2, 259, 131] with inf and NaN",
+              259);
 }
 
 // As accurate as f32 arithmetic over a long K: the root-mean-square error of
