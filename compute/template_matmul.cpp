@@ -660,79 +660,109 @@ class Matmul final : public KernelTemplate {
   // copies as an aligned one; y, if unaligned, is stored one element at a
   // time. On an H100 (4095^3, TFLOP/s): f16 178 against 38 on the FMA
   // kernel, f32 51 against 37 (and 43 with a and b loaded one element at a
-  // time, as batched f32 products still are). Unbatched products only, where
-  // the scratch is to be had; returns whether it recorded the product.
+  // time). Batches are copied matrix by matrix (a broadcast operand once per
+  // matrix of the product). Only where the scratch is to be had; returns
+  // whether it recorded the product.
   static bool dispatchPadded(Recorder& r, const Plan& p, int64_t batch, DType dtype, const Push& push) {
-    if (batch != 1) return false;
     const auto c = coopConfig(p, dtype, r.features(), {push.a, push.b, push.y}, true);
     if (!c || !(c->unalignedA || c->unalignedB)) return false;
     const int64_t kp = (p.k + 7) / 8 * 8, np = (p.n + 7) / 8 * 8;
     const bool padA = c->unalignedA || kp != p.k, padB = c->unalignedB || kp != p.k;
     struct PadPush {
       uint64_t x, y;
-      uint32_t rows, cols, ld, rowsP, colsP;
+      uint32_t rows, cols, ld, rowsP, colsP, batch, batchRank;
+      uint32_t sizes[kMaxBatchRank], strides[kMaxBatchRank];
     };
-    // a as [M, K] -> [M, kp]; b as [N, K] -> [N, kp], as [K, N] -> [kp, np].
-    const PadPush padA0{push.a, 0, uint32_t(p.m), uint32_t(p.k), uint32_t(p.sam), uint32_t(p.m), uint32_t(kp)};
-    const PadPush padB0 =
-        c->transB ? PadPush{push.b, 0, uint32_t(p.n), uint32_t(p.k), uint32_t(p.sbn), uint32_t(p.n), uint32_t(kp)}
-                  : PadPush{push.b, 0, uint32_t(p.k), uint32_t(p.n), uint32_t(p.sbk), uint32_t(kp), uint32_t(np)};
-    // The pad kernel's indices are 32-bit.
-    auto fits = [](int64_t rows, int64_t cols, int64_t ld, int64_t rowsP, int64_t colsP) {
-      return (rows - 1) * ld + cols < (int64_t(1) << 31) && rowsP * colsP < (int64_t(1) << 31);
+    // a as [M, K] -> [M, kp]; b as [N, K] -> [N, kp], as [K, N] -> [kp, np];
+    // each matrix of the batch one after another. nullopt where the pad
+    // kernel's 32-bit indices would not reach.
+    auto padPush = [&](uint64_t x, int64_t rows, int64_t cols, int64_t ld, int64_t rowsP, int64_t colsP,
+                       const std::vector<int64_t>& strides) -> std::optional<PadPush> {
+      int64_t last = (rows - 1) * ld + cols;
+      for (size_t d = 0; d < p.batch.size(); ++d) last += (p.batch[d] - 1) * strides[d];
+      if (last >= (int64_t(1) << 31) || batch * rowsP * colsP >= (int64_t(1) << 31)) return std::nullopt;
+      PadPush pp{x,
+                 0,
+                 uint32_t(rows),
+                 uint32_t(cols),
+                 uint32_t(ld),
+                 uint32_t(rowsP),
+                 uint32_t(colsP),
+                 uint32_t(batch),
+                 uint32_t(p.batch.size()),
+                 {},
+                 {}};
+      for (size_t d = 0; d < p.batch.size(); ++d)
+        pp.sizes[d] = uint32_t(p.batch[d]), pp.strides[d] = uint32_t(strides[d]);
+      return pp;
     };
-    if ((padA && !fits(p.m, p.k, p.sam, p.m, kp)) ||
-        (padB && (c->transB ? !fits(p.n, p.k, p.sbn, p.n, kp) : !fits(p.k, p.n, p.sbk, kp, np)))) {
-      return false;
+    // Batch strides of a and b (none for an unbatched product).
+    const std::vector<int64_t> unbatched;
+    const auto& bsA = p.bs.size() > 0 ? p.bs[0] : unbatched;
+    const auto& bsB = p.bs.size() > 1 ? p.bs[1] : unbatched;
+    std::optional<PadPush> ppA, ppB;
+    if (padA && !(ppA = padPush(push.a, p.m, p.k, p.sam, p.m, kp, bsA))) return false;
+    if (padB) {
+      ppB = c->transB ? padPush(push.b, p.n, p.k, p.sbn, p.n, kp, bsB) : padPush(push.b, p.k, p.n, p.sbk, kp, np, bsB);
+      if (!ppB) return false;
     }
     const uint64_t esize = dtypeSize(dtype);
     std::shared_ptr<Buffer> a, b;
     try {
-      if (padA) a = r.scratch(uint64_t(padA0.rowsP) * padA0.colsP * esize);
-      if (padB) b = r.scratch(uint64_t(padB0.rowsP) * padB0.colsP * esize);
+      if (padA) a = r.scratch(uint64_t(batch) * ppA->rowsP * ppA->colsP * esize);
+      if (padB) b = r.scratch(uint64_t(batch) * ppB->rowsP * ppB->colsP * esize);
     } catch (const ComputeError& e) {
       if (e.kind() != ComputeError::Kind::kOutOfMemory) throw;
       return false;  // the unpadded kernels need no scratch memory
     }
+    // The copies' batch strides: matrices one after another, the last dim fastest.
+    auto denseStrides = [&](int64_t matrix) {
+      std::vector<int64_t> strides(p.batch.size());
+      for (size_t d = p.batch.size(); d-- > 0; matrix *= p.batch[d]) strides[d] = matrix;
+      return strides;
+    };
     Plan q = p;
     q.k = kp;
+    q.bs.resize(std::max<size_t>(q.bs.size(), 3));
     Push padded = push;
     if (padA) {
-      PadPush pp = padA0;
-      pp.y = padded.a = a->deviceAddress();
-      r.dispatch(padSource(dtype), pp, r.groupsFor(uint64_t(pp.rowsP) * pp.colsP, 256));
+      ppA->y = padded.a = a->deviceAddress();
+      r.dispatch(padSource(dtype), *ppA, r.groupsFor(uint64_t(batch) * ppA->rowsP * ppA->colsP, 256));
       q.sam = kp;
+      q.bs[0] = denseStrides(p.m * kp);
     }
     if (padB) {
-      PadPush pp = padB0;
-      pp.y = padded.b = b->deviceAddress();
-      r.dispatch(padSource(dtype), pp, r.groupsFor(uint64_t(pp.rowsP) * pp.colsP, 256));
+      ppB->y = padded.b = b->deviceAddress();
+      r.dispatch(padSource(dtype), *ppB, r.groupsFor(uint64_t(batch) * ppB->rowsP * ppB->colsP, 256));
       if (c->transB) {
         q.sbn = kp;
       } else {
         q.sbk = np;
         q.bRowsPadded = true;
       }
+      q.bs[1] = denseStrides(int64_t(ppB->rowsP) * ppB->colsP);
     }
     const auto aligned = coopConfig(q, dtype, r.features(), {padded.a, padded.b, padded.y}, true);
     if (!aligned || aligned->unalignedA || aligned->unalignedB) {
       throw std::logic_error("matmul: padded operands are not aligned");
     }
-    padded.meta = r.params(metaOf(q, 1));
+    padded.meta = r.params(metaOf(q, batch));
     const uint64_t tiles =
         uint64_t((q.m + aligned->bm - 1) / aligned->bm) * uint64_t((q.n + aligned->bn - 1) / aligned->bn);
-    r.dispatch(coopSource(dtype, *aligned), padded, r.groupsFor(tiles, 1, 0), 1, 1);
+    r.dispatch(coopSource(dtype, *aligned), padded, r.groupsFor(tiles, 1, 0), 1, r.groupsFor(uint64_t(batch), 1, 2));
     return true;
   }
 
   // Records y = alpha * (a @ b) + beta * c with the fastest kernel that applies.
-  static void dispatchProduct(Recorder& r, const Plan& p, int64_t batch, DType dtype, const Push& push) {
+  // `pad`: unaligned a and b may be copied padded (dispatchPadded).
+  static void dispatchProduct(Recorder& r, const Plan& p, int64_t batch, DType dtype, const Push& push,
+                              bool pad = true) {
     if (p.m < kSmall || p.n < kSmall) {
       uint64_t total = uint64_t(batch * p.m * p.n);
       r.dispatch(matmulSource(dtype, true), push, r.groupsFor(total, 256));
       return;
     }
-    if (dispatchPadded(r, p, batch, dtype, push)) return;
+    if (pad && dispatchPadded(r, p, batch, dtype, push)) return;
     auto c = coopConfig(p, dtype, r.features(), {push.a, push.b, push.y}, true);
     // f16 and bf16 loaded one element at a time lose to the FMA kernel (unalignedOf).
     if (c && (c->unalignedA || c->unalignedB) && dtype != DType::F32) c.reset();
@@ -788,7 +818,9 @@ class Matmul final : public KernelTemplate {
       first.y = partial->deviceAddress();
       first.meta = r.params(metaOf(part, slices));
       if (dtype == DType::F32) {
-        dispatchProduct(r, part, slices, dtype, first);
+        // Unaligned slices load a and b one element at a time: copies would
+        // add the operands' size to the partial products' scratch.
+        dispatchProduct(r, part, slices, dtype, first, false);
       } else {  // f32 products on tensor cores (splitK checked that they apply)
         const auto c = coopConfig(part, dtype, r.features(), {first.a, first.b, first.y});
         if (!c) throw std::logic_error("matmul: split-K slices without the tensor-core kernel");

@@ -325,10 +325,9 @@ void LinalgConformance::checkTensorCorePath(DType dt) {
 }
 
 // K, or N, not a multiple of 8: rows that start anywhere, slots of 8
-// elements partly outside the matrix. On tensor cores, unbatched products
-// run on copies of a and b padded to a multiple of 8; batched f32 ones load
-// such operands one element at a time (f16 and bf16 ones take the FMA
-// kernel); y, where unaligned, is stored one element at a time.
+// elements partly outside the matrix. On tensor cores, products run on
+// copies of a and b padded to a multiple of 8 (batches matrix by matrix);
+// y, where unaligned, is stored one element at a time.
 void LinalgConformance::checkUnalignedProducts(DType dt) {
   const int64_t k = dt == DType::F32 ? 259 : 43;  // f32 takes tensor cores from K = 256
   const int64_t kAligned = dt == DType::F32 ? 264 : 64;
@@ -508,8 +507,8 @@ TEST_F(LinalgConformance, F32ProductsPropagateInfinitiesAndNaNs) {
   EXPECT_EQ(got.values[5 * 128 + 0], inf);
   EXPECT_EQ(got.values[5 * 128 + 1], -inf);
   EXPECT_TRUE(std::isfinite(got.values[70 * 128 + 2])) << got.values[70 * 128 + 2];
-  // K and N odd: the recomputation reads the padded copies (unbatched) or
-  // the operands one element at a time (batched).
+  // K and N odd: the recomputation reads the padded copies, or (split K's
+  // slices) the operands one element at a time.
   auto u1 = inputFor(DType::F32, {130, 259}), u2 = inputFor(DType::F32, {259, 137});
   u1.values[3 * 259 + 258] = inf;    // the last element of K
   u2.values[100 * 137 + 136] = nan;  // the last column
@@ -517,6 +516,13 @@ TEST_F(LinalgConformance, F32ProductsPropagateInfinitiesAndNaNs) {
   expectClose(got, rounded(refMatmul(u1, u2)), "matmul [130, 259] @ [259, 137] with inf and NaN", 259);
   EXPECT_TRUE(std::isinf(got.values[3 * 137 + 5])) << got.values[3 * 137 + 5];
   EXPECT_TRUE(std::isnan(got.values[7 * 137 + 136])) << got.values[7 * 137 + 136];
+  auto w1 = inputFor(DType::F32, {64, 4095}), w2 = inputFor(DType::F32, {4095, 72});
+  w1.values[9 * 4095 + 300] = inf;  // the second K slice of 273
+  w2.values[4094 * 72 + 71] = nan;  // the last K row and column
+  got = call("matmul", {w1, w2})[0];
+  expectClose(got, rounded(refMatmul(w1, w2)), "matmul [64, 4095] @ [4095, 72] with inf and NaN", 4095);
+  EXPECT_TRUE(std::isinf(got.values[9 * 72 + 3])) << got.values[9 * 72 + 3];
+  EXPECT_TRUE(std::isnan(got.values[20 * 72 + 71])) << got.values[20 * 72 + 71];
   auto v1 = inputFor(DType::F32, {2, 72, 259}), v2 = inputFor(DType::F32, {2, 259, 131}),
        vc = inputFor(DType::F32, {2, 72, 131});
   v1.values[(72 + 40) * 259 + 258] = -inf;   // batch 1
