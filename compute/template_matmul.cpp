@@ -681,17 +681,11 @@ class Matmul final : public KernelTemplate {
       int64_t last = (rows - 1) * ld + cols;
       for (size_t d = 0; d < p.batch.size(); ++d) last += (p.batch[d] - 1) * strides[d];
       if (last >= (int64_t(1) << 31) || batch * rowsP * colsP >= (int64_t(1) << 31)) return std::nullopt;
-      PadPush pp{x,
-                 0,
-                 uint32_t(rows),
-                 uint32_t(cols),
-                 uint32_t(ld),
-                 uint32_t(rowsP),
-                 uint32_t(colsP),
-                 uint32_t(batch),
-                 uint32_t(p.batch.size()),
-                 {},
-                 {}};
+      PadPush pp{};
+      pp.x = x;
+      pp.rows = uint32_t(rows), pp.cols = uint32_t(cols), pp.ld = uint32_t(ld);
+      pp.rowsP = uint32_t(rowsP), pp.colsP = uint32_t(colsP);
+      pp.batch = uint32_t(batch), pp.batchRank = uint32_t(p.batch.size());
       for (size_t d = 0; d < p.batch.size(); ++d)
         pp.sizes[d] = uint32_t(p.batch[d]), pp.strides[d] = uint32_t(strides[d]);
       return pp;
