@@ -137,6 +137,8 @@ std::vector<Case> cases() {
       // K and N not multiples of 8 (UNALIGNED on tensor cores): an odd size,
       // and a language model's output layer over a vocabulary of 50257.
       {"matmul_f16_4095", "matmul", {f16({4095, 4095}), f16({4095, 4095})}, {}, 0, 2 * 4095.0 * 4095 * 4095},
+      {"matmul_f16_1023", "matmul", {f16({1023, 1023}), f16({1023, 1023})}, {}, 0, 2 * 1023.0 * 1023 * 1023},
+      {"matmul_f16_255", "matmul", {f16({255, 255}), f16({255, 255})}, {}, 0, 2 * 255.0 * 255 * 255},
       {"linear_f16_8192x768x50257", "linear", {f16({8192, 768}), f16({50257, 768})}, {}, 0,
        2 * 8192.0 * 768 * 50257},
       {"linear_f16_8192x4096x4096", "linear", {f16({8192, 4096}), f16({4096, 4096}), f16({4096})}, {}, 0,

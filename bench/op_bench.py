@@ -107,6 +107,8 @@ def torch_cases():
         "matmul_f32_4096_nan": ((lambda a, b: a @ b), lambda: (torch.full((4096, 4096), float("nan"), device="cuda"), torch.randn(4096, 4096, device="cuda")), 0, 2 * 4096**3),
         **{f"matmul_f16_{n}": mm(n, n, n, f16) for n in (1024, 2048, 4096, 8192)},
         "matmul_f16_4095": mm(4095, 4095, 4095, f16),
+        "matmul_f16_1023": mm(1023, 1023, 1023, f16),
+        "matmul_f16_255": mm(255, 255, 255, f16),
         "linear_f16_8192x768x50257": ((lambda x, w: torch.nn.functional.linear(x, w)), lambda: (torch.randn(8192, 768, device="cuda", dtype=f16), torch.randn(50257, 768, device="cuda", dtype=f16)), 0, 2 * 8192 * 768 * 50257),
         "matmul_f16_512x32768x512": mm(512, 32768, 512, f16),
         "matmul_f16_1024x16384x1024": mm(1024, 16384, 1024, f16),

@@ -652,6 +652,17 @@ class Matmul final : public KernelTemplate {
     uint64_t a, b, c, y, meta;
   };
 
+  // Whether a product whose a or b is unaligned gains from the tensor cores:
+  // their copies (or loads one element at a time) and tiles 4 or 2 times the
+  // FMA kernel's 64x64 leave small products slower. On an H100 (`op_bench
+  // --no-client`, n^3, TFLOP/s, FMA kernel against tensor cores): f16 255
+  // 1.9 / 1.1, 383 4.5 / 3.4, 511 8.7 / 7.4, 767 12.9 / 22.1, 1023 23.7 /
+  // 42.6; f32 511 8.6 / 5.3, 1023 23.6 / 26.8.
+  static bool unalignedPays(const Plan& p, int64_t batch, DType dtype) {
+    const double flops = 2.0 * double(p.m) * double(p.n) * double(p.k) * double(batch);
+    return flops >= (dtype == DType::F32 ? 0x1p30 : 0x1p29);
+  }
+
   // A product on tensor cores whose a or b the kernel cannot load 16 bytes
   // at a time (K, or N of b as [K, N], not a multiple of 8; rows or
   // addresses not 16-byte aligned): those operands are first copied into
@@ -665,7 +676,7 @@ class Matmul final : public KernelTemplate {
   // whether it recorded the product.
   static bool dispatchPadded(Recorder& r, const Plan& p, int64_t batch, DType dtype, const Push& push) {
     const auto c = coopConfig(p, dtype, r.features(), {push.a, push.b, push.y}, true);
-    if (!c || !(c->unalignedA || c->unalignedB)) return false;
+    if (!c || !(c->unalignedA || c->unalignedB) || !unalignedPays(p, batch, dtype)) return false;
     const int64_t kp = (p.k + 7) / 8 * 8, np = (p.n + 7) / 8 * 8;
     const bool padA = c->unalignedA || kp != p.k, padB = c->unalignedB || kp != p.k;
     struct PadPush {
@@ -758,8 +769,9 @@ class Matmul final : public KernelTemplate {
     }
     if (pad && dispatchPadded(r, p, batch, dtype, push)) return;
     auto c = coopConfig(p, dtype, r.features(), {push.a, push.b, push.y}, true);
-    // f16 and bf16 loaded one element at a time lose to the FMA kernel (unalignedOf).
-    if (c && (c->unalignedA || c->unalignedB) && dtype != DType::F32) c.reset();
+    // f16 and bf16 loaded one element at a time lose to the FMA kernel
+    // (unalignedOf), and so do small products (unalignedPays).
+    if (c && (c->unalignedA || c->unalignedB) && (dtype != DType::F32 || !unalignedPays(p, batch, dtype))) c.reset();
     if (c) {
       uint64_t tiles = uint64_t((p.m + c->bm - 1) / c->bm) * uint64_t((p.n + c->bn - 1) / c->bn);
       r.dispatch(coopSource(dtype, *c), push, r.groupsFor(tiles, 1, 0), 1, r.groupsFor(uint64_t(batch), 1, 2));

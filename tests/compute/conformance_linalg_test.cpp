@@ -234,22 +234,37 @@ TEST_F(LinalgConformance, SplitKWithoutScratchMemoryRunsUnsplit) {
 }
 
 // Operands padded for the tensor cores are copied into scratch memory;
-// where it is not to be had, the product runs on them as they are.
+// where it is not to be had, the product runs on them as they are. On bf16
+// tensor cores, a product big enough to take the copies (unalignedPays)
+// with a first row of infinities, so that its tiles are computed again in
+// f32 arithmetic from the unaligned operand too; elsewhere a smaller one.
 TEST_F(LinalgConformance, UnalignedProductWithoutScratchMemory) {
-  auto product = [](Engine* on) {
-    auto a = run("randn", {}, {{"size", std::vector<int64_t>{256, 1023}}, {"seed", int64_t(1)}}, on)[0];
-    auto b = run("randn", {}, {{"size", std::vector<int64_t>{1023, 256}}, {"seed", int64_t(2)}}, on)[0];
+  const bool cores = engine().device().features.f32SplitBf16;
+  const int64_t m = cores ? 1024 : 256, n = cores ? 521 : 257;
+  auto product = [&](Engine* on) {
+    auto rows = run("randn", {}, {{"size", std::vector<int64_t>{m - 1, 1023}}, {"seed", int64_t(1)}}, on)[0];
+    auto infs =
+        run("full", {}, {{"size", Shape{1, 1023}}, {"fill_value", std::numeric_limits<double>::infinity()}}, on)[0];
+    auto a = run("cat", {infs, rows}, {{"dim", int64_t(0)}}, on)[0];
+    auto b = run("randn", {}, {{"size", std::vector<int64_t>{1023, n}}, {"seed", int64_t(2)}}, on)[0];
     return download(run("mm", {a, b}, {}, on)[0], on);
   };
   const std::vector<float> want = product(nullptr);  // padded copies, memory to spare
-  // The operands (1 MiB each) and y fit; a padded copy of either does not.
-  auto small = limitedEngine(3 << 20, "pad-limit");
+  // The operands, a's parts and y fit (12.6 MB on tensor cores); a padded
+  // copy of a (4.2 MB) does not.
+  auto small = limitedEngine(cores ? 14 << 20 : 4 << 20, "pad-limit");
   const std::vector<float> got = product(small.get());
   ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-3 * (1 + std::abs(want[i]))) << i;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(want[i])) {
+      ASSERT_TRUE(std::isnan(got[i])) << i << ": " << got[i];
+    } else {
+      ASSERT_NEAR(got[i], want[i], 1e-3 * (1 + std::abs(want[i]))) << i;
+    }
+  }
+  EXPECT_TRUE(std::isnan(want[0]) || std::isinf(want[0])) << want[0];
   // On bf16 tensor cores the first product was padded and the second ran
   // on the tensor cores all the same, loading a one element at a time.
-  const bool cores = engine().device().features.f32SplitBf16;
   EXPECT_EQ(engine().kernelDispatches().count("matmul|f32|pad") == 1, cores);
   bool unaligned = false;
   for (const auto& [name, count] : small->kernelDispatches()) {
@@ -325,9 +340,11 @@ void LinalgConformance::checkTensorCorePath(DType dt) {
 }
 
 // K, or N, not a multiple of 8: rows that start anywhere, slots of 8
-// elements partly outside the matrix. On tensor cores, products run on
-// copies of a and b padded to a multiple of 8 (batches matrix by matrix);
-// y, where unaligned, is stored one element at a time.
+// elements partly outside the matrix. Small products whose a or b is
+// unaligned take the FMA kernel; on tensor cores, bigger ones
+// (unalignedPays) run on copies of a and b padded to a multiple of 8
+// (batches matrix by matrix), and y, where only it is unaligned, is stored
+// one element at a time.
 void LinalgConformance::checkUnalignedProducts(DType dt) {
   const int64_t k = dt == DType::F32 ? 259 : 43;  // f32 takes tensor cores from K = 256
   const int64_t kAligned = dt == DType::F32 ? 264 : 64;
@@ -345,9 +362,6 @@ void LinalgConformance::checkUnalignedProducts(DType dt) {
   if (dt == DType::F32) {  // few tiles and a long, odd K: split into K slices that start anywhere
     auto a = inputFor(dt, {64, 4095}), b = inputFor(dt, {4095, 72});
     expectClose(call("matmul", {a, b})[0], rounded(refMatmul(a, b)), "matmul [64, 4095] @ [4095, 72]", 4095);
-  } else {  // at most 64 rows and enough columns for 64-row tiles (256 of them), padded
-    auto a = inputFor(dt, {64, k}), b = inputFor(dt, {k, 65283});
-    expectClose(call("matmul", {a, b})[0], rounded(refMatmul(a, b)), "matmul [64, K odd] @ [K odd, 65283]", double(k));
   }
   auto x = inputFor(dt, {3, 50, k}), w = inputFor(dt, {133, k}), bias = inputFor(dt, {133});
   auto prod = refMatmul(x, transpose2(w));
@@ -360,6 +374,23 @@ void LinalgConformance::checkUnalignedProducts(DType dt) {
   auto m1 = inputFor(dt, {130, k}), m2 = inputFor(dt, {k, 75}), c = inputFor(dt, {130, 75});
   expectClose(call("addmm", {c, m1, m2}, {{"beta", 0.5}, {"alpha", -2.0}})[0],
               scaleAdd(refMatmul(m1, m2), &c, -2.0, 0.5), "addmm [130, K odd] @ [K odd, 75] + [130, 75]", double(k));
+  // Products big enough for the padded copies, on tensor cores only: where
+  // there are none they take the FMA kernel as the products above do.
+  const DeviceFeatures& f = engine().device().features;
+  if (!(dt == DType::F32 ? f.f32SplitBf16 : dt == DType::F16 ? f.coopMatrixF16 : f.coopMatrixBf16)) return;
+  std::vector<MatmulCase> big = {
+      {{1024, 1023}, {1023, 521}},       // K and N odd
+      {{2, 520, 1023}, {1, 1023, 521}},  // batch, broadcast b
+  };
+  if (dt != DType::F32) big.push_back({{64, 67}, {67, 65283}});  // 64-row tiles, 256 of them along N
+  for (const MatmulCase& c : big) {
+    auto a = inputFor(dt, c.a), b = inputFor(dt, c.b);
+    expectClose(call("matmul", {a, b})[0], rounded(refMatmul(a, b)), "matmul " + shapeStr(c.a) + " @ " + shapeStr(c.b),
+                double(innerOf(c.a)));
+  }
+  auto xb = inputFor(dt, {1024, 1023}), wb = inputFor(dt, {521, 1023}), bb = inputFor(dt, {521});
+  expectClose(call("linear", {xb, wb, bb})[0], scaleAdd(refMatmul(xb, transpose2(wb)), &bb, 1, 1),
+              "linear+bias [1024, 1023] weight [521, 1023]", 1023);
 }
 
 // f32 products with K of 256 or more run on bf16 tensor cores where the
@@ -507,8 +538,8 @@ TEST_F(LinalgConformance, F32ProductsPropagateInfinitiesAndNaNs) {
   EXPECT_EQ(got.values[5 * 128 + 0], inf);
   EXPECT_EQ(got.values[5 * 128 + 1], -inf);
   EXPECT_TRUE(std::isfinite(got.values[70 * 128 + 2])) << got.values[70 * 128 + 2];
-  // K and N odd: the recomputation reads the padded copies, or (split K's
-  // slices) the operands one element at a time.
+  // K and N odd: small products on the FMA kernel; on bf16 tensor cores a
+  // bigger one, whose recomputation reads the padded copies.
   auto u1 = inputFor(DType::F32, {130, 259}), u2 = inputFor(DType::F32, {259, 137});
   u1.values[3 * 259 + 258] = inf;    // the last element of K
   u2.values[100 * 137 + 136] = nan;  // the last column
@@ -516,13 +547,15 @@ TEST_F(LinalgConformance, F32ProductsPropagateInfinitiesAndNaNs) {
   expectClose(got, rounded(refMatmul(u1, u2)), "matmul [130, 259] @ [259, 137] with inf and NaN", 259);
   EXPECT_TRUE(std::isinf(got.values[3 * 137 + 5])) << got.values[3 * 137 + 5];
   EXPECT_TRUE(std::isnan(got.values[7 * 137 + 136])) << got.values[7 * 137 + 136];
-  auto w1 = inputFor(DType::F32, {64, 4095}), w2 = inputFor(DType::F32, {4095, 72});
-  w1.values[9 * 4095 + 300] = inf;  // the second K slice of 273
-  w2.values[4094 * 72 + 71] = nan;  // the last K row and column
-  got = call("matmul", {w1, w2})[0];
-  expectClose(got, rounded(refMatmul(w1, w2)), "matmul [64, 4095] @ [4095, 72] with inf and NaN", 4095);
-  EXPECT_TRUE(std::isinf(got.values[9 * 72 + 3])) << got.values[9 * 72 + 3];
-  EXPECT_TRUE(std::isnan(got.values[20 * 72 + 71])) << got.values[20 * 72 + 71];
+  if (engine().device().features.f32SplitBf16) {
+    auto w1 = inputFor(DType::F32, {1024, 1023}), w2 = inputFor(DType::F32, {1023, 521});
+    w1.values[900 * 1023 + 1022] = inf;  // the last element of K
+    w2.values[500 * 521 + 520] = nan;    // the last column
+    got = call("matmul", {w1, w2})[0];
+    expectClose(got, rounded(refMatmul(w1, w2)), "matmul [1024, 1023] @ [1023, 521] with inf and NaN", 1023);
+    EXPECT_TRUE(std::isinf(got.values[900 * 521 + 3])) << got.values[900 * 521 + 3];
+    EXPECT_TRUE(std::isnan(got.values[20 * 521 + 520])) << got.values[20 * 521 + 520];
+  }
   auto v1 = inputFor(DType::F32, {2, 72, 259}), v2 = inputFor(DType::F32, {2, 259, 131}),
        vc = inputFor(DType::F32, {2, 72, 131});
   v1.values[(72 + 40) * 259 + 258] = -inf;   // batch 1
