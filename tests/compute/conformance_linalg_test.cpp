@@ -81,14 +81,22 @@ HostTensor transpose2(const HostTensor& w) {
 
 int64_t innerOf(const Shape& a) { return a.empty() ? 1 : a.back(); }
 
+struct MatmulCase {
+  Shape a, b;
+};
+
 class LinalgConformance : public ConformanceTest {
  protected:
   void checkTensorCorePath(DType dt);
   void checkUnalignedProducts(DType dt);
-};
-
-struct MatmulCase {
-  Shape a, b;
+  // matmul of random `dt` operands of each case's shapes, against the reference.
+  void expectMatmuls(DType dt, const std::vector<MatmulCase>& cases) {
+    for (const MatmulCase& c : cases) {
+      auto a = inputFor(dt, c.a), b = inputFor(dt, c.b);
+      expectClose(call("matmul", {a, b})[0], rounded(refMatmul(a, b)),
+                  "matmul " + shapeStr(c.a) + " @ " + shapeStr(c.b), double(innerOf(c.a)));
+    }
+  }
 };
 
 TEST_F(LinalgConformance, MatmulEveryShapeEveryDType) {
@@ -288,16 +296,12 @@ TEST_F(LinalgConformance, HalfAndBfloatTensorCorePath) {
 }
 
 void LinalgConformance::checkTensorCorePath(DType dt) {
-  for (const MatmulCase& c : std::vector<MatmulCase>{
-           {{200, 264}, {264, 136}},     // 2x2 tiles, 8 K steps and a tail of 8
-           {{64, 16}, {16, 64}},         // one partial tile, K below one step
-           {{2, 72, 40}, {1, 40, 200}},  // batch, broadcast b
-           {{200, 256}, {256, 264}},     // inner tiles (K a whole number of steps) beside edge ones
-       }) {
-    auto a = inputFor(dt, c.a), b = inputFor(dt, c.b);
-    expectClose(call("matmul", {a, b})[0], rounded(refMatmul(a, b)), "matmul " + shapeStr(c.a) + " @ " + shapeStr(c.b),
-                double(innerOf(c.a)));
-  }
+  expectMatmuls(dt, {
+                        {{200, 264}, {264, 136}},     // 2x2 tiles, 8 K steps and a tail of 8
+                        {{64, 16}, {16, 64}},         // one partial tile, K below one step
+                        {{2, 72, 40}, {1, 40, 200}},  // batch, broadcast b
+                        {{200, 256}, {256, 264}},     // inner tiles (K a whole number of steps) beside edge ones
+                    });
   auto x = inputFor(dt, {3, 50, 96}), w = inputFor(dt, {136, 96}), bias = inputFor(dt, {136});
   auto prod = refMatmul(x, transpose2(w));
   expectClose(call("linear", {x, w})[0], rounded(prod), "linear [3, 50, 96] weight [136, 96]", 96);
@@ -310,11 +314,7 @@ void LinalgConformance::checkTensorCorePath(DType dt) {
               scaleAdd(refMatmul(m1, m2), &c, -2.0, 0.5), "addmm [130, 48] @ [48, 72]", 48);
   // Whole 128x128 tiles and K steps without a c term: b either way round,
   // batched with a broadcast b, alpha through addmm with beta = 0.
-  for (const MatmulCase& c : std::vector<MatmulCase>{{{256, 96}, {96, 128}}, {{2, 128, 64}, {1, 64, 256}}}) {
-    auto a = inputFor(dt, c.a), b = inputFor(dt, c.b);
-    expectClose(call("matmul", {a, b})[0], rounded(refMatmul(a, b)), "matmul " + shapeStr(c.a) + " @ " + shapeStr(c.b),
-                double(innerOf(c.a)));
-  }
+  expectMatmuls(dt, {{{256, 96}, {96, 128}}, {{2, 128, 64}, {1, 64, 256}}});
   auto x2 = inputFor(dt, {128, 64}), w2 = inputFor(dt, {256, 64});
   expectClose(call("linear", {x2, w2})[0], rounded(refMatmul(x2, transpose2(w2))), "linear [128, 64] weight [256, 64]",
               64);
@@ -324,12 +324,7 @@ void LinalgConformance::checkTensorCorePath(DType dt) {
   // Products of at most 64 rows: 64-row tiles where they make at least 256
   // (batched, K steps of 32 and a tail or K a whole number of steps, the
   // last tile along N partial), 128-row ones below that; linear's b as [N, K].
-  for (const MatmulCase& c :
-       std::vector<MatmulCase>{{{2, 64, 40}, {1, 40, 32760}}, {{2, 64, 64}, {1, 64, 32760}}, {{64, 200}, {200, 520}}}) {
-    auto a = inputFor(dt, c.a), b = inputFor(dt, c.b);
-    expectClose(call("matmul", {a, b})[0], rounded(refMatmul(a, b)), "matmul " + shapeStr(c.a) + " @ " + shapeStr(c.b),
-                double(innerOf(c.a)));
-  }
+  expectMatmuls(dt, {{{2, 64, 40}, {1, 40, 32760}}, {{2, 64, 64}, {1, 64, 32760}}, {{64, 200}, {200, 520}}});
   auto x3 = inputFor(dt, {64, 136}), w3 = inputFor(dt, {300, 136}), bias3 = inputFor(dt, {300});
   expectClose(call("linear", {x3, w3, bias3})[0], scaleAdd(refMatmul(x3, transpose2(w3)), &bias3, 1, 1),
               "linear+bias [64, 136] weight [300, 136]", 136);
@@ -348,21 +343,14 @@ void LinalgConformance::checkTensorCorePath(DType dt) {
 void LinalgConformance::checkUnalignedProducts(DType dt) {
   const int64_t k = dt == DType::F32 ? 259 : 43;  // f32 takes tensor cores from K = 256
   const int64_t kAligned = dt == DType::F32 ? 264 : 64;
-  for (const MatmulCase& c : std::vector<MatmulCase>{
-           {{200, k}, {k, 137}},                  // edge tiles in M and N, K and N odd
-           {{200, kAligned}, {kAligned, 137}},    // a aligned, b and y not
-           {{130, k + 1}, {k + 1, 128}},          // K even, not a multiple of 8; whole tiles in N
-           {{2, 72, k}, {1, k, 203}},             // batch, broadcast b
-           {{64, 2 * k + 1}, {2 * k + 1, 1001}},  // one tile row, several K steps and a tail
-       }) {
-    auto a = inputFor(dt, c.a), b = inputFor(dt, c.b);
-    expectClose(call("matmul", {a, b})[0], rounded(refMatmul(a, b)), "matmul " + shapeStr(c.a) + " @ " + shapeStr(c.b),
-                double(innerOf(c.a)));
-  }
-  if (dt == DType::F32) {  // few tiles and a long, odd K: split into K slices that start anywhere
-    auto a = inputFor(dt, {64, 4095}), b = inputFor(dt, {4095, 72});
-    expectClose(call("matmul", {a, b})[0], rounded(refMatmul(a, b)), "matmul [64, 4095] @ [4095, 72]", 4095);
-  }
+  expectMatmuls(dt, {
+                        {{200, k}, {k, 137}},                  // edge tiles in M and N, K and N odd
+                        {{200, kAligned}, {kAligned, 137}},    // a aligned, b and y not
+                        {{130, k + 1}, {k + 1, 128}},          // K even, not a multiple of 8; whole tiles in N
+                        {{2, 72, k}, {1, k, 203}},             // batch, broadcast b
+                        {{64, 2 * k + 1}, {2 * k + 1, 1001}},  // one tile row, several K steps and a tail
+                    });
+  if (dt == DType::F32) expectMatmuls(dt, {{{64, 4095}, {4095, 72}}});  // few tiles, a long odd K: split into K slices
   auto x = inputFor(dt, {3, 50, k}), w = inputFor(dt, {133, k}), bias = inputFor(dt, {133});
   auto prod = refMatmul(x, transpose2(w));
   expectClose(call("linear", {x, w})[0], rounded(prod), "linear [3, 50, K odd] weight [133, K odd]", double(k));
@@ -383,11 +371,7 @@ void LinalgConformance::checkUnalignedProducts(DType dt) {
       {{2, 520, 1023}, {1, 1023, 521}},  // batch, broadcast b
   };
   if (dt != DType::F32) big.push_back({{64, 67}, {67, 65283}});  // 64-row tiles, 256 of them along N
-  for (const MatmulCase& c : big) {
-    auto a = inputFor(dt, c.a), b = inputFor(dt, c.b);
-    expectClose(call("matmul", {a, b})[0], rounded(refMatmul(a, b)), "matmul " + shapeStr(c.a) + " @ " + shapeStr(c.b),
-                double(innerOf(c.a)));
-  }
+  expectMatmuls(dt, big);
   auto xb = inputFor(dt, {1024, 1023}), wb = inputFor(dt, {521, 1023}), bb = inputFor(dt, {521});
   expectClose(call("linear", {xb, wb, bb})[0], scaleAdd(refMatmul(xb, transpose2(wb)), &bb, 1, 1),
               "linear+bias [1024, 1023] weight [521, 1023]", 1023);
@@ -399,17 +383,14 @@ void LinalgConformance::checkUnalignedProducts(DType dt) {
 // M, N and K, whole tiles, batches with a broadcast b, linear's [N, K]
 // weight, bias and alpha/beta, at f32's tolerance.
 TEST_F(LinalgConformance, F32LongKProducts) {
-  for (const MatmulCase& c : std::vector<MatmulCase>{
-           {{200, 264}, {264, 136}},        // edge tiles, K not a whole number of steps
-           {{128, 512}, {512, 256}},        // whole tiles only
-           {{2, 72, 256}, {1, 256, 200}},   // batch, broadcast b
-           {{64, 256}, {256, 1024}},        // one tile row
-           {{2, 100, 256}, {1, 256, 196}},  // N a multiple of 4, not of 8: the last 8 columns half outside
-       }) {
-    auto a = inputFor(DType::F32, c.a), b = inputFor(DType::F32, c.b);
-    expectClose(call("matmul", {a, b})[0], rounded(refMatmul(a, b)), "matmul " + shapeStr(c.a) + " @ " + shapeStr(c.b),
-                double(innerOf(c.a)));
-  }
+  expectMatmuls(DType::F32,
+                {
+                    {{200, 264}, {264, 136}},        // edge tiles, K not a whole number of steps
+                    {{128, 512}, {512, 256}},        // whole tiles only
+                    {{2, 72, 256}, {1, 256, 200}},   // batch, broadcast b
+                    {{64, 256}, {256, 1024}},        // one tile row
+                    {{2, 100, 256}, {1, 256, 196}},  // N a multiple of 4, not of 8: the last 8 columns half outside
+                });
   auto x = inputFor(DType::F32, {3, 50, 256}), w = inputFor(DType::F32, {136, 256}), bias = inputFor(DType::F32, {136});
   expectClose(call("linear", {x, w, bias})[0], scaleAdd(refMatmul(x, transpose2(w)), &bias, 1, 1),
               "linear+bias [3, 50, 256] weight [136, 256]", 256);
