@@ -34,7 +34,8 @@ def main():
         for key in ("tiny_op", "tiny_op_read"):
             for side in ("tensord_s", "floor_s", "ratio"):
                 positive(f"{key}.{p}.{side}", doc[key][p][side])
-    positive("chain.graph_read_s", doc["chain"].get("graph_read_s"))
+    for key in ("graph_read_s", "floor_pipelined_s", "pipelined_floor_ratio"):
+        positive(f"chain.{key}", doc["chain"].get(key))
     if [c["clients"] for c in doc["clients"]] != [8, 64]:
         sys.exit(f"clients: expected rows for 8 and 64, got {doc['clients']}")
     if not doc["transfers"] or not doc["tls"] or not doc["tls"]["transfers"]:

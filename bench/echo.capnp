@@ -15,7 +15,14 @@ interface Echo {
   download @2 (sink :Sink, bytes :UInt64, chunkBytes :UInt32) -> ();
   # The server streams `bytes` into the client's sink in chunks, then calls
   # sink.done(); returns after done() returned.
+
+  chain @3 (input :Link) -> (output :Link);
+  # A fresh link, once `input` (when set) has resolved to one of this
+  # server's links: the floor of a call whose input is the pipelined result
+  # of the call before it, as tensord's ops on each other's outputs.
 }
+
+interface Link {}
 
 interface Sink {
   write @0 (data :Data) -> stream;

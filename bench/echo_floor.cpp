@@ -49,6 +49,8 @@ kj::Promise<void> pump(proto::Sink::Client sink, kj::ArrayPtr<const kj::byte> ch
   return request.send().then([sink, chunk, left, n]() mutable { return pump(kj::mv(sink), chunk, left - n); });
 }
 
+class LinkImpl final : public proto::Link::Server {};
+
 class EchoImpl final : public proto::Echo::Server {
  public:
   kj::Promise<void> ping(PingContext context) override {
@@ -68,9 +70,25 @@ class EchoImpl final : public proto::Echo::Server {
     }
     return pump(params.getSink(), chunk_.asPtr(), params.getBytes());
   }
+  // As tensord finds an op's input tensors: the input resolved to a server
+  // of this connection (getLocalServer waits for a pipelined one), then a
+  // fresh result.
+  kj::Promise<void> chain(ChainContext context) override {
+    auto params = context.getParams();
+    if (!params.hasInput()) {
+      context.getResults().setOutput(links_.add(kj::heap<LinkImpl>()));
+      return kj::READY_NOW;
+    }
+    proto::Link::Client input = params.getInput();
+    return links_.getLocalServer(input).then([this, context](kj::Maybe<proto::Link::Server&> input) mutable {
+      if (input == nullptr) throw std::runtime_error("echo chain: the input is not one of this server's links");
+      context.getResults().setOutput(links_.add(kj::heap<LinkImpl>()));
+    });
+  }
 
  private:
   kj::Array<kj::byte> chunk_;
+  capnp::CapabilityServerSet<proto::Link> links_;
 };
 
 // A connection's two-party network: with tensord's stream window, or
@@ -213,6 +231,23 @@ FloorResults measureFloor(const FloorPlan& plan) {
     double seconds = since(start);
     if (response.getValue() != uint64_t(i)) throw std::runtime_error("echo ping returned the wrong value");
     if (i >= plan.pingWarmup) results.pingSeconds.push_back(seconds);
+  }
+
+  // Chains: each call's input is the result of the call before, still on
+  // its way (promise pipelining); only the last is waited for. The first
+  // chain warms up and is not timed.
+  for (int c = plan.chains > 0 ? -1 : 0; c < plan.chains; ++c) {
+    proto::Link::Client link = echo.chainRequest().send().wait(ws).getOutput();
+    auto start = Clock::now();
+    std::optional<capnp::RemotePromise<proto::Echo::ChainResults>> last;
+    for (int i = 0; i < plan.chainLength; ++i) {
+      auto request = echo.chainRequest();
+      request.setInput(link);
+      last.emplace(request.send());
+      link = last->getOutput();
+    }
+    if (last) last->wait(ws);
+    if (c >= 0) results.chainSeconds.push_back(since(start));
   }
 
   auto source = kj::arrayPtr(reinterpret_cast<const kj::byte*>(plan.source.data()), plan.source.size());

@@ -1,6 +1,7 @@
 #pragma once
-// The bare Cap'n Proto figures tensord's are compared with: a trivial call
-// and `-> stream` transfers in fixed chunks over loopback TCP (or over TLS
+// The bare Cap'n Proto figures tensord's are compared with: a trivial call,
+// a chain of pipelined calls each taking the one before's result, and
+// `-> stream` transfers in fixed chunks over loopback TCP (or over TLS
 // through protocol::TlsStream, as tensord's connections), server and client
 // each on their own thread with their own KJ event loop, streaming with the
 // same window as tensord's connections.
@@ -16,6 +17,8 @@ namespace tensord::bench {
 struct FloorPlan {
   int pingWarmup = 50;
   int pings = 2000;
+  int chains = 0;  // chains of `chainLength` pipelined calls, each waited for at its end
+  int chainLength = 100;
   std::vector<uint64_t> transferBytes;  // one entry per size
   std::vector<int> transferRepeats;     // repeats per size
   uint32_t chunkBytes = 1u << 20;
@@ -31,6 +34,7 @@ struct FloorPlan {
 
 struct FloorResults {
   std::vector<double> pingSeconds;                   // one per ping
+  std::vector<double> chainSeconds;                  // one per chain
   std::vector<std::vector<double>> uploadSeconds;    // [size][repeat]
   std::vector<std::vector<double>> downloadSeconds;  // [size][repeat]
 };

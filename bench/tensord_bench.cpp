@@ -8,7 +8,9 @@
 //     which waits for the device;
 //   - a 100-op pipelined chain, the same chain in one Batch, the chain
 //     captured once as a Graph and run (also with its result read back),
-//     and 100 sequential round trips, vs one bare round trip;
+//     and 100 sequential round trips, vs one bare round trip; the pipelined
+//     chain also vs a chain of 100 bare calls, each taking the result of the
+//     one before, pipelined the same way;
 //   - 8 and 64 clients at once issuing tiny ops: throughput and p99;
 //   - upload/download GB/s vs a bare `-> stream` of the same bytes; downloads
 //     both into a fresh vector (bytes()) and into a reused buffer (bytesInto());
@@ -289,6 +291,8 @@ FloorResults floorOf(const Options& o, int warmup, const std::vector<uint64_t>& 
                      std::span<const std::byte> source, const testing::SelfSignedCertificate* tls) {
   FloorPlan plan{.pingWarmup = warmup,
                  .pings = o.iterations,
+                 .chains = tls ? 0 : o.chainRepeats,
+                 .chainLength = kChainLength,
                  .transferBytes = sizes,
                  .transferRepeats = repeats,
                  .chunkBytes = 1u << 20,
@@ -539,6 +543,10 @@ int run(const Options& o) {
   const double pipe = median(pipelined), seq = median(sequential);
   const double bare = percentile(floor.pingSeconds, 50);
   row("pipelined, one wait (/ floor)", {millis(pipe), micros(bare), ratio(pipe / bare)});
+  // The same chain of bare Cap'n Proto calls: what pipelining 100 calls
+  // costs with nothing behind them.
+  const double barePipe = median(floor.chainSeconds);
+  row("pipelined (/ capnp's pipelined chain)", {millis(pipe), millis(barePipe), ratio(pipe / barePipe)});
   const double batch = median(batched);
   row("in one Batch, one wait (/ floor)", {millis(batch), micros(bare), ratio(batch / bare)});
   const double graph = median(graphed);
@@ -546,10 +554,19 @@ int run(const Options& o) {
   const double graphRead = median(graphedRead);
   row("... its result read back (/ floor)", {millis(graphRead), micros(bare), ratio(graphRead / bare)});
   row("sequential (/ pipelined)", {millis(seq), "", ratio(seq / pipe)});
-  json["chain"] = {{"ops", kChainLength},        {"floor_s", bare},          {"pipelined_s", pipe},
-                   {"pipelined_ratio", pipe / bare}, {"batched_s", batch},   {"batched_ratio", batch / bare},
-                   {"graph_s", graph},           {"graph_ratio", graph / bare}, {"graph_read_s", graphRead},
-                   {"graph_read_ratio", graphRead / bare}, {"sequential_s", seq}};
+  json["chain"] = {{"ops", kChainLength},
+                   {"floor_s", bare},
+                   {"pipelined_s", pipe},
+                   {"pipelined_ratio", pipe / bare},
+                   {"floor_pipelined_s", barePipe},
+                   {"pipelined_floor_ratio", pipe / barePipe},
+                   {"batched_s", batch},
+                   {"batched_ratio", batch / bare},
+                   {"graph_s", graph},
+                   {"graph_ratio", graph / bare},
+                   {"graph_read_s", graphRead},
+                   {"graph_read_ratio", graphRead / bare},
+                   {"sequential_s", seq}};
 
   std::printf("\nclients at once, each: tiny op (add, 1 element), waited for\n");
   row("", {"calls/s", "p50", "p99"});
