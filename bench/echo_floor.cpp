@@ -79,8 +79,8 @@ class EchoImpl final : public proto::Echo::Server {
       context.getResults().setOutput(links_.add(kj::heap<LinkImpl>()));
       return kj::READY_NOW;
     }
-    proto::Link::Client input = params.getInput();
-    return links_.getLocalServer(input).then([this, context](kj::Maybe<proto::Link::Server&> input) mutable {
+    proto::Link::Client cap = params.getInput();
+    return links_.getLocalServer(cap).then([this, context](kj::Maybe<proto::Link::Server&> input) mutable {
       if (input == nullptr) throw std::runtime_error("echo chain: the input is not one of this server's links");
       context.getResults().setOutput(links_.add(kj::heap<LinkImpl>()));
     });
