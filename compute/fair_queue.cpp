@@ -87,7 +87,12 @@ void FairQueue::forget(const Block* block, uint64_t seq) {
   if (it == pending_.end()) return;
   Pending& p = it->second;
   if (p.lastWrite == seq) p.lastWrite = kNone;
-  std::erase(p.readsSinceWrite, seq);
+  auto& reads = p.readsSinceWrite;
+  if (!reads.empty() && reads.front() == seq) {
+    reads.pop_front();
+  } else if (auto r = std::lower_bound(reads.begin(), reads.end(), seq); r != reads.end() && *r == seq) {
+    reads.erase(r);  // taken ahead of an earlier reader (another owner's)
+  }
   if (p.lastWrite == kNone && p.readsSinceWrite.empty()) pending_.erase(it);
 }
 

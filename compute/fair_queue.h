@@ -119,7 +119,10 @@ class FairQueue {
   // The queued, not yet taken accesses to one block of memory.
   struct Pending {
     uint64_t lastWrite = kNone;
-    std::vector<uint64_t> readsSinceWrite;
+    // In the order queued (ascending seq). Jobs are mostly taken in that
+    // order too, so the one taken is found at the front, in constant time:
+    // thousands of queued ops may read one tensor (a weight, a constant).
+    std::deque<uint64_t> readsSinceWrite;
   };
   static constexpr uint64_t kNone = UINT64_MAX;
 

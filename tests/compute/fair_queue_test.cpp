@@ -197,6 +197,29 @@ TEST_F(FairQueueTest, AWriteWaitsForEarlierReadsOfOtherOwners) {
   EXPECT_LT(indexOf(order, "overwrite"), indexOf(order, "then-read"));
 }
 
+TEST_F(FairQueueTest, AWriteQueuedLaterWaitsForTheReadsNotYetTaken) {
+  // Readers of one buffer are taken out of the order they were queued in:
+  // the first waits behind its owner's backlog while another owner's 50
+  // later reads go at once. A write queued after that still waits for the
+  // read left behind, and for nothing that was taken.
+  FairQueue queue({.maxJobs = 256, .sharedCost = 64 * kMiB, .soloCost = 1024 * kMiB});
+  auto shared = buffer();
+  for (int i = 0; i < 3; ++i) queue.push(job("slow", "s" + std::to_string(i), 100 * kMiB));
+  queue.push(job("slow", "slow-read", 4096, {shared}, {}));
+  for (int i = 0; i < 50; ++i) queue.push(job("fast", "fast-read" + std::to_string(i), 4096, {shared}, {}));
+  std::deque<Job> first;
+  queue.takeBatch(first);
+  auto taken = [&first](const std::string& what) {
+    return std::any_of(first.begin(), first.end(), [&](const Job& j) { return j.what == what; });
+  };
+  ASSERT_FALSE(taken("slow-read")) << "the test needs the first read left behind";
+  ASSERT_TRUE(taken("fast-read0") && taken("fast-read49")) << "and later reads of the buffer taken";
+  queue.push(job("w", "overwrite", 4096, {}, {shared}));
+  auto order = flat(drain(queue));
+  ASSERT_EQ(order.size(), 5u + 50u - first.size());
+  EXPECT_LT(indexOf(order, "slow-read"), indexOf(order, "overwrite"));
+}
+
 TEST_F(FairQueueTest, WorkOnReusedMemoryWaitsForTheOldTensorsWork) {
   // A tensor is dropped while a job that reads it is queued behind a
   // backlog; its memory at once serves a new tensor, written by another
