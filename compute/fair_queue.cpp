@@ -64,7 +64,7 @@ void FairQueue::push(Job job) {
   }
   std::sort(entry.after.begin(), entry.after.end());
   entry.after.erase(std::unique(entry.after.begin(), entry.after.end()), entry.after.end());
-  for (const Block* b : reads) pending_[b].readsSinceWrite.push_back(entry.seq);
+  for (const Block* b : reads) pending_[b].readsSinceWrite.add(entry.seq);
   for (const Block* b : writes) {
     Pending& p = pending_[b];
     p.lastWrite = entry.seq;
@@ -87,13 +87,22 @@ void FairQueue::forget(const Block* block, uint64_t seq) {
   if (it == pending_.end()) return;
   Pending& p = it->second;
   if (p.lastWrite == seq) p.lastWrite = kNone;
-  auto& reads = p.readsSinceWrite;
-  if (!reads.empty() && reads.front() == seq) {
-    reads.pop_front();
-  } else if (auto r = std::lower_bound(reads.begin(), reads.end(), seq); r != reads.end() && *r == seq) {
-    reads.erase(r);  // taken ahead of an earlier reader (another owner's)
-  }
+  p.readsSinceWrite.remove(seq);
   if (p.lastWrite == kNone && p.readsSinceWrite.empty()) pending_.erase(it);
+}
+
+void FairQueue::ReadList::remove(uint64_t seq) {
+  if (first_ < seqs_.size() && seqs_[first_] == seq) {
+    ++first_;
+  } else if (auto r = std::lower_bound(begin(), end(), seq); r != end() && *r == seq) {
+    seqs_.erase(r);  // taken ahead of an earlier reader (another owner's)
+  }
+  if (empty()) {
+    clear();
+  } else if (first_ >= 64 && 2 * first_ >= seqs_.size()) {  // drop the taken ones, in amortized constant time
+    seqs_.erase(seqs_.begin(), seqs_.begin() + ptrdiff_t(first_));
+    first_ = 0;
+  }
 }
 
 void FairQueue::take(Entry& entry, std::deque<Job>& out) {

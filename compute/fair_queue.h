@@ -116,13 +116,31 @@ class FairQueue {
     std::deque<Entry> jobs;
     uint64_t deficit = 0;
   };
+  // The queued jobs that read a block since its last queued write, in the
+  // order queued (ascending seq). Jobs are mostly taken in that order too,
+  // so the one taken is found at the front and forgotten in constant time:
+  // thousands of queued ops may read one tensor (a weight, a constant). An
+  // empty list allocates nothing.
+  class ReadList {
+   public:
+    void add(uint64_t seq) { seqs_.push_back(seq); }
+    void remove(uint64_t seq);
+    void clear() {
+      seqs_.clear();
+      first_ = 0;
+    }
+    bool empty() const { return first_ == seqs_.size(); }
+    std::vector<uint64_t>::const_iterator begin() const { return seqs_.begin() + ptrdiff_t(first_); }
+    std::vector<uint64_t>::const_iterator end() const { return seqs_.end(); }
+
+   private:
+    std::vector<uint64_t> seqs_;
+    size_t first_ = 0;  // seqs_ before it were taken
+  };
   // The queued, not yet taken accesses to one block of memory.
   struct Pending {
     uint64_t lastWrite = kNone;
-    // In the order queued (ascending seq). Jobs are mostly taken in that
-    // order too, so the one taken is found at the front, in constant time:
-    // thousands of queued ops may read one tensor (a weight, a constant).
-    std::deque<uint64_t> readsSinceWrite;
+    ReadList readsSinceWrite;
   };
   static constexpr uint64_t kNone = UINT64_MAX;
 

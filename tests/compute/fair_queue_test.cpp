@@ -220,6 +220,31 @@ TEST_F(FairQueueTest, AWriteQueuedLaterWaitsForTheReadsNotYetTaken) {
   EXPECT_LT(indexOf(order, "slow-read"), indexOf(order, "overwrite"));
 }
 
+TEST_F(FairQueueTest, AWriteWaitsForTheReadsLeftAfterManyWereTaken) {
+  // 200 queued reads of one buffer; the last 50 also read a buffer that
+  // another owner writes behind a heavy backlog, so only the first 150 go
+  // in the first batch, taken in order. A write queued then must still
+  // wait for the 50 left, which it would otherwise pass.
+  FairQueue queue({.maxJobs = 256, .sharedCost = 64 * kMiB, .soloCost = 1024 * kMiB});
+  auto shared = buffer(), gate = buffer();
+  for (int i = 0; i < 3; ++i) queue.push(job("slow", "heavy" + std::to_string(i), 100 * kMiB));
+  queue.push(job("slow", "write-gate", 4096, {}, {gate}));
+  for (int i = 0; i < 200; ++i) {
+    queue.push(
+        job("reader", "read" + std::to_string(i), 4096, i < 150 ? std::vector{shared} : std::vector{shared, gate}, {}));
+  }
+  std::deque<Job> first;
+  queue.takeBatch(first);
+  ASSERT_EQ(first.size(), 150u) << "the test needs the first 150 reads taken, and only them";
+  ASSERT_EQ(first.back().what, "read149");
+  queue.push(job("writer", "overwrite", 4096, {}, {shared}));
+  auto order = flat(drain(queue));
+  ASSERT_EQ(order.size(), 55u);
+  size_t lastRead = 0;
+  for (int i = 150; i < 200; ++i) lastRead = std::max(lastRead, indexOf(order, "read" + std::to_string(i)));
+  EXPECT_LT(lastRead, indexOf(order, "overwrite")) << "the write passed a read queued before it";
+}
+
 TEST_F(FairQueueTest, WorkOnReusedMemoryWaitsForTheOldTensorsWork) {
   // A tensor is dropped while a job that reads it is queued behind a
   // backlog; its memory at once serves a new tensor, written by another
