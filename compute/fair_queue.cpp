@@ -77,9 +77,12 @@ void FairQueue::push(Job job) {
   it->second.jobs.push_back(std::move(entry));
 }
 
-bool FairQueue::ready(const Entry& entry) const {
+bool FairQueue::ready(Entry& entry) const {
   if (entry.job.barrier) return *waiting_.begin() == entry.seq;
-  return std::none_of(entry.after.begin(), entry.after.end(), [&](uint64_t seq) { return waiting_.count(seq) != 0; });
+  while (entry.afterTaken < entry.after.size() && waiting_.count(entry.after[entry.afterTaken]) == 0) {
+    ++entry.afterTaken;  // a taken job stays taken
+  }
+  return entry.afterTaken == entry.after.size();
 }
 
 void FairQueue::forget(const Block* block, uint64_t seq) {
@@ -131,8 +134,8 @@ void FairQueue::takeBatch(std::deque<Job>& out) {
       // them. (The oldest waiting job is always ready.)
       uint64_t need = UINT64_MAX;
       for (const auto& name : turn_) {
-        const Owner& o = owners_.at(name);
-        const Entry& head = o.jobs.front();
+        Owner& o = owners_.at(name);
+        Entry& head = o.jobs.front();
         if (ready(head)) need = std::min(need, head.cost - std::min(head.cost, o.deficit));
       }
       const uint64_t rounds = need == UINT64_MAX ? 1 : (need + kQuantum - 1) / kQuantum;

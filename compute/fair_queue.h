@@ -108,7 +108,8 @@ class FairQueue {
   struct Entry {
     uint64_t seq;
     uint64_t cost;
-    std::vector<uint64_t> after;  // seqs of other owners' jobs to be taken first
+    std::vector<uint64_t> after;  // seqs of the jobs to be taken first, ascending
+    size_t afterTaken = 0;        // after's first ones already found taken (ready())
     std::vector<const Block*> reads, writes;  // the memory of the job's buffers, each once
     Job job;
   };
@@ -144,7 +145,12 @@ class FairQueue {
   };
   static constexpr uint64_t kNone = UINT64_MAX;
 
-  bool ready(const Entry& entry) const;
+  // Whether every job `entry` waits for was taken. Jobs are mostly taken in
+  // queue order, so the ones found taken at the front of `after` are skipped
+  // for good: a job waiting on thousands of others (a write after many
+  // queued reads), checked again on every visit while it waits, looks at
+  // each of them once, and at the first one still waiting.
+  bool ready(Entry& entry) const;
   void take(Entry& entry, std::deque<Job>& out);
   void forget(const Block* block, uint64_t seq);
   // The memory a job reads (or writes): its buffers' blocks, sorted, each once.
