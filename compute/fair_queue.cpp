@@ -90,19 +90,15 @@ void FairQueue::forget(const Block* block, uint64_t seq) {
   if (it == pending_.end()) return;
   Pending& p = it->second;
   if (p.lastWrite == seq) p.lastWrite = kNone;
-  p.readsSinceWrite.remove(seq);
+  p.readsSinceWrite.dropTaken(waiting_);  // take() removed `seq` from waiting_ first
   if (p.lastWrite == kNone && p.readsSinceWrite.empty()) pending_.erase(it);
 }
 
-void FairQueue::ReadList::remove(uint64_t seq) {
-  if (first_ < seqs_.size() && seqs_[first_] == seq) {
-    ++first_;
-  } else if (auto r = std::lower_bound(begin(), end(), seq); r != end() && *r == seq) {
-    seqs_.erase(r);  // taken ahead of an earlier reader (another owner's)
-  }
+void FairQueue::ReadList::dropTaken(const std::set<uint64_t>& waiting) {
+  while (first_ < seqs_.size() && !waiting.contains(seqs_[first_])) ++first_;
   if (empty()) {
     clear();
-  } else if (first_ >= 64 && 2 * first_ >= seqs_.size()) {  // drop the taken ones, in amortized constant time
+  } else if (first_ >= 64 && 2 * first_ >= seqs_.size()) {  // the taken ones go, in amortized constant time
     seqs_.erase(seqs_.begin(), seqs_.begin() + ptrdiff_t(first_));
     first_ = 0;
   }

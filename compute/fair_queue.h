@@ -118,14 +118,18 @@ class FairQueue {
     uint64_t deficit = 0;
   };
   // The queued jobs that read a block since its last queued write, in the
-  // order queued (ascending seq). Jobs are mostly taken in that order too,
-  // so the one taken is found at the front and forgotten in constant time:
-  // thousands of queued ops may read one tensor (a weight, a constant). An
+  // order queued (ascending seq), but for those already taken at its front:
+  // thousands of queued ops may read one tensor (a weight, a constant).
+  // Jobs are mostly taken in queue order, so dropping the taken front costs
+  // amortized constant time. A read taken ahead of an earlier one (another
+  // owner's) stays until the front reaches it; a write queued meanwhile
+  // lists it among the jobs it waits for, and ready() finds it taken. An
   // empty list allocates nothing.
   class ReadList {
    public:
     void add(uint64_t seq) { seqs_.push_back(seq); }
-    void remove(uint64_t seq);
+    // Drops the reads at the front that are no longer `waiting`.
+    void dropTaken(const std::set<uint64_t>& waiting);
     void clear() {
       seqs_.clear();
       first_ = 0;
