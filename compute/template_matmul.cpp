@@ -193,21 +193,32 @@ const KernelSource& coopSource(DType dtype, const CoopConfig& c, bool yF32 = fal
   });
 }
 
-// b as [K, N]: 128x128 output tiles in K steps of 32, 4 subgroups of 32x128
-// outputs (2x8 fragments), double-buffered in 37 KiB of shared memory.
-// Measured on an H100 through VK_KHR_cooperative_matrix (matmul f16 8192):
-// 276 TFLOP/s, against 271 for 64x64 per subgroup, 251 for 128x32, 247 for
-// 128x256 tiles in one buffer, 224 for K steps of 64 in one buffer, 192-197
-// for K steps of 16 and 182-184 for 8 subgroups of 64x32 or 32x64 (the best
-// through the NV extension, where every shape came within 2% of 182). b
-// copied into shared memory transposed, so that its fragments load
-// column-major as linear's do, ran at 90.
-constexpr CoopConfig kCoopTile{128, 128, 32, 32, 128, 8, false, false};
+// b as [K, N]: 128x128 output tiles in K steps of 32, 4 subgroups of 64x64
+// outputs (4x4 fragments), double-buffered in 37 KiB of shared memory.
+// Measured on an H100 through VK_KHR_cooperative_matrix (2026-11-25,
+// `op_bench --no-client --repeats 10`, two rounds alternately in one
+// lease), TFLOP/s at f16 4096 / 8192, bf16 8192: 294-298 / 302-305 /
+// 305-308, against 262 / 275-277 / 275 for 4 subgroups of 32x128 before
+// a's shared stores were spread over the banks (matmul_coop.comp,
+// tileRow), and 263-265 / 285-287 / 283-287 for 32x128 after: with the
+// stores no longer conflicting, the smaller subgroup tiles' fewer fragment
+// loads from shared memory pay. Bands of 4 or 16 tile rows ran the same as
+// 8. 128x256 and 256x128 tiles of 64x64 subgroups in one buffer (27 and
+// 29 KiB) 266 / 252 at 8192; K steps of 64 in one buffer 280. Before the
+// bank spread, at 8192: 32x128 276, 64x64 271, 128x32 251, 128x256 tiles
+// in one buffer 247, K steps of 64 in one buffer 224, K steps of 16
+// 192-197; through the NV extension every shape came within 2% of 182 (8
+// subgroups of 64x32 or 32x64 184). b copied into shared memory
+// transposed, so that its fragments load column-major as linear's do, ran
+// at 90.
+constexpr CoopConfig kCoopTile{128, 128, 32, 64, 64, 8, false, false};
 // b as [N, K] (linear's weight): rows of both operands are contiguous along
 // K, so a K step of 64 (128-byte row segments) pays for the second barrier
 // of a single 36 KiB buffer; 4 subgroups of 64x64. 8% over the NV
 // extension's best b-as-[K, N] tile; through the KHR extension 246 TFLOP/s
-// (8192x4096 by 4096x4096), and K steps of 32 double-buffered 237.
+// (8192x4096 by 4096x4096), and K steps of 32 double-buffered 237; with
+// the rows' shared stores spread over the banks as for kCoopTile, 251-258
+// against 281-295 for this tile (2026-11-25).
 constexpr CoopConfig kCoopTileTransB{128, 128, 64, 64, 64, 8, true, true};
 
 // b as [K, N] with at most 64 rows and many columns (the GEMM of a
