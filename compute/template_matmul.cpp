@@ -204,7 +204,9 @@ const KernelSource& coopSource(DType dtype, const CoopConfig& c, bool yF32 = fal
 // stores no longer conflicting, the smaller subgroup tiles' fewer fragment
 // loads from shared memory pay. Bands of 4 or 16 tile rows ran the same as
 // 8. 128x256 and 256x128 tiles of 64x64 subgroups in one buffer (27 and
-// 29 KiB) 266 / 252 at 8192; K steps of 64 in one buffer 280. Before the
+// 29 KiB) 266 / 252 at 8192, double-buffered past the 48 KiB limit (54
+// and 57 KiB, which the driver accepted) 293-302 against 304 in that
+// lease; K steps of 64 in one buffer 280. Before the
 // bank spread, at 8192: 32x128 276, 64x64 271, 128x32 251, 128x256 tiles
 // in one buffer 247, K steps of 64 in one buffer 224, K steps of 16
 // 192-197; through the NV extension every shape came within 2% of 182 (8
