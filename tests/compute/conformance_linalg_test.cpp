@@ -520,23 +520,22 @@ TEST_F(LinalgConformance, F32ProductsPropagateInfinitiesAndNaNs) {
   EXPECT_EQ(got.values[5 * 128 + 1], -inf);
   EXPECT_TRUE(std::isfinite(got.values[70 * 128 + 2])) << got.values[70 * 128 + 2];
   // K and N odd: small products on the FMA kernel; on bf16 tensor cores a
-  // bigger one, whose recomputation reads the padded copies.
-  auto u1 = inputFor(DType::F32, {130, 259}), u2 = inputFor(DType::F32, {259, 137});
-  u1.values[3 * 259 + 258] = inf;    // the last element of K
-  u2.values[100 * 137 + 136] = nan;  // the last column
-  got = call("matmul", {u1, u2})[0];
-  expectClose(got, rounded(refMatmul(u1, u2)), "matmul [130, 259] @ [259, 137] with inf and NaN", 259);
-  EXPECT_TRUE(std::isinf(got.values[3 * 137 + 5])) << got.values[3 * 137 + 5];
-  EXPECT_TRUE(std::isnan(got.values[7 * 137 + 136])) << got.values[7 * 137 + 136];
-  if (engine().device().features.f32SplitBf16) {
-    auto w1 = inputFor(DType::F32, {1024, 1023}), w2 = inputFor(DType::F32, {1023, 521});
-    w1.values[900 * 1023 + 1022] = inf;  // the last element of K
-    w2.values[500 * 521 + 520] = nan;    // the last column
-    got = call("matmul", {w1, w2})[0];
-    expectClose(got, rounded(refMatmul(w1, w2)), "matmul [1024, 1023] @ [1023, 521] with inf and NaN", 1023);
-    EXPECT_TRUE(std::isinf(got.values[900 * 521 + 3])) << got.values[900 * 521 + 3];
-    EXPECT_TRUE(std::isnan(got.values[20 * 521 + 520])) << got.values[20 * 521 + 520];
-  }
+  // bigger one, whose recomputation reads the padded copies. a[infRow] ends
+  // in inf (the last element of K) and b[nanRow] in NaN (the last column):
+  // that row of the product is infinite and its last column NaN.
+  auto oddWithInfAndNan = [&](int64_t m, int64_t k, int64_t n, int64_t infRow, int64_t nanRow) {
+    auto a = inputFor(DType::F32, {m, k}), b = inputFor(DType::F32, {k, n});
+    a.values[size_t(infRow * k + k - 1)] = inf;
+    b.values[size_t(nanRow * n + n - 1)] = nan;
+    const auto y = call("matmul", {a, b})[0];
+    const std::string what = "matmul [" + std::to_string(m) + ", " + std::to_string(k) + "] @ [" + std::to_string(k) +
+                             ", " + std::to_string(n) + "] with inf and NaN";
+    expectClose(y, rounded(refMatmul(a, b)), what, double(k));
+    EXPECT_TRUE(std::isinf(y.values[size_t(infRow * n + 3)])) << what << ": " << y.values[size_t(infRow * n + 3)];
+    EXPECT_TRUE(std::isnan(y.values[size_t(7 * n + n - 1)])) << what << ": " << y.values[size_t(7 * n + n - 1)];
+  };
+  oddWithInfAndNan(130, 259, 137, 3, 100);
+  if (engine().device().features.f32SplitBf16) oddWithInfAndNan(1024, 1023, 521, 900, 500);
   auto v1 = inputFor(DType::F32, {2, 72, 259}), v2 = inputFor(DType::F32, {2, 259, 131}),
        vc = inputFor(DType::F32, {2, 72, 131});
   v1.values[(72 + 40) * 259 + 258] = -inf;   // batch 1
