@@ -404,6 +404,46 @@ TEST_F(ReductionTest, IndexReductions) {
   EXPECT_EQ(a[0].shape, (Shape{1, 1, 1}));
 }
 
+// argmax and argmin (and max and min with a dim) give the first extreme
+// whatever the order of the values: rising (each of an invocation's loads
+// moves the extreme it holds; in f16 with ties), falling, all equal, all
+// -inf or +inf (nothing beats the first element), a NaN after infinities,
+// a NaN first; in long rows (over workgroups and their splits, loaded as
+// vectors of 4), columns and whole tensors.
+TEST_F(ReductionTest, ArgExtremesWhateverTheOrderOfValues) {
+  const int64_t n = 40000;
+  const std::vector<std::pair<std::string, std::function<double(int64_t)>>> orders = {
+      {"rising", [](int64_t i) { return double(i); }},
+      {"falling", [n](int64_t i) { return double(n - i); }},
+      {"equal", [](int64_t) { return 3.0; }},
+      {"-inf", [](int64_t) { return -kInf; }},
+      {"+inf", [](int64_t) { return kInf; }},
+      {"inf then NaN", [n](int64_t i) { return i == n - 5   ? kNaN
+                                               : i % 7 == 0 ? kInf
+                                                            : -kInf; }},
+      {"NaN first", [](int64_t i) { return i == 0 ? kNaN : double(i % 13); }},
+  };
+  for (const auto& [name, value] : orders) {
+    for (DType dt : {DType::F32, DType::F16, DType::I32}) {
+      if (dt == DType::I32 && name != "rising" && name != "falling" && name != "equal") continue;  // no inf or NaN
+      SCOPED_TRACE(name + " " + std::string(dtypeName(dt)));
+      std::vector<double> values;
+      for (int64_t i = 0; i < n; ++i) values.push_back(value(i));
+      // Within f16's range (65504), where rising values round to ties.
+      if (dt == DType::F16) {
+        for (double& v : values) v = std::isfinite(v) ? v / 8 : v;
+      }
+      checkIndexReduce(makeTensor(dt, {n}, values), std::nullopt, false);
+      std::vector<double> rows;
+      for (int r = 0; r < 3; ++r) rows.insert(rows.end(), values.begin(), values.end());
+      checkIndexReduce(makeTensor(dt, {3, n}, rows), 1, false);
+      std::vector<double> cols;
+      for (double v : values) cols.insert(cols.end(), {v, v});
+      checkIndexReduce(makeTensor(dt, {n, 2}, cols), 0, false);
+    }
+  }
+}
+
 TEST_F(ReductionTest, EveryDType) {
   for (DType dt : {DType::F16, DType::BF16, DType::I32, DType::I64, DType::U8, DType::Bool}) {
     bool fl = isFloating(dt);
