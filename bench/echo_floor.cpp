@@ -7,7 +7,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <functional>
 #include <future>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -106,25 +109,25 @@ struct FloorTls {
   std::optional<kj::TlsKeypair> keypair;
   kj::Own<kj::TlsContext> context;
 
-  FloorTls(const FloorPlan& plan, bool server) {
-    const std::string& certPem = plan.tlsCertPem;
-    const std::string& keyPem = plan.tlsKeyPem;
-    kj::TlsContext::Options options;
-    options.minVersion = kj::TlsVersion::TLS_1_2;
+  FloorTls(const Floor::Options& options, bool server) {
+    const std::string& certPem = options.tlsCertPem;
+    const std::string& keyPem = options.tlsKeyPem;
+    kj::TlsContext::Options tls;
+    tls.minVersion = kj::TlsVersion::TLS_1_2;
     cert.emplace(kj::StringPtr(certPem.c_str(), certPem.size()));
     if (server) {
       keypair.emplace(kj::TlsKeypair{kj::TlsPrivateKey(kj::StringPtr(keyPem.c_str(), keyPem.size())),
                                      kj::TlsCertificate(kj::StringPtr(certPem.c_str(), certPem.size()))});
-      options.defaultKeypair = *keypair;
+      tls.defaultKeypair = *keypair;
     } else {
-      options.useSystemTrustStore = false;
-      options.trustedCertificates = kj::arrayPtr(&*cert, 1);
+      tls.useSystemTrustStore = false;
+      tls.trustedCertificates = kj::arrayPtr(&*cert, 1);
     }
-    context = kj::heap<kj::TlsContext>(kj::mv(options));
+    context = kj::heap<kj::TlsContext>(kj::mv(tls));
   }
 };
 
-bool usesTls(const FloorPlan& plan) { return !plan.tlsCertPem.empty(); }
+bool usesTls(const Floor::Options& options) { return !options.tlsCertPem.empty(); }
 
 // One accepted connection, serving an EchoImpl until the client hangs up.
 struct EchoConnection {
@@ -160,7 +163,7 @@ class IgnoreErrors final : public kj::TaskSet::ErrorHandler {
 // The echo server on its own thread and event loop, listening on 127.0.0.1:0.
 class EchoServer {
  public:
-  explicit EchoServer(const FloorPlan& plan) : plan_(plan) {
+  explicit EchoServer(const Floor::Options& options) : options_(options) {
     std::promise<uint16_t> ready;
     auto port = ready.get_future();
     thread_ = std::thread([this, &ready] { run(ready); });
@@ -177,7 +180,7 @@ class EchoServer {
     try {
       auto io = kj::setupAsyncIo();
       std::optional<FloorTls> tls;
-      if (usesTls(plan_)) tls.emplace(plan_, true);
+      if (usesTls(options_)) tls.emplace(options_, true);
       auto address = io.provider->getNetwork().parseAddress("127.0.0.1", 0).wait(io.waitScope);
       auto listener = address->listen();
       IgnoreErrors ignore;
@@ -186,7 +189,7 @@ class EchoServer {
       stop_ = kj::mv(stop.fulfiller);
       executor_ = kj::getCurrentThreadExecutor().addRef();
       ready.set_value(uint16_t(listener->getPort()));
-      serve(*listener, connections, plan_.tensordWindow, tls ? &*tls : nullptr)
+      serve(*listener, connections, options_.tensordWindow, tls ? &*tls : nullptr)
           .exclusiveJoin(kj::mv(stop.promise))
           .wait(io.waitScope);
     } catch (...) {
@@ -197,92 +200,164 @@ class EchoServer {
     }
   }
 
-  const FloorPlan& plan_;
+  const Floor::Options options_;
   std::thread thread_;
   uint16_t port_ = 0;
   kj::Own<const kj::Executor> executor_;      // set on the server thread before `ready`
   kj::Own<kj::PromiseFulfiller<void>> stop_;  // used on the server thread only
 };
 
+// The client's side: a connection to the server and the Echo capability,
+// on the thread that runs the jobs.
+struct ClientSide {
+  kj::WaitScope& ws;
+  proto::Echo::Client echo;
+  uint32_t chunkBytes;
+};
+
 }  // namespace
 
-FloorResults measureFloor(const FloorPlan& plan) {
-  EchoServer server(plan);
-  auto io = kj::setupAsyncIo();
-  auto& ws = io.waitScope;
-  std::optional<FloorTls> tls;  // outlives the connection it wraps
-  if (usesTls(plan)) tls.emplace(plan, false);
-  auto address = io.provider->getNetwork().parseAddress("127.0.0.1", server.port()).wait(ws);
-  auto connection = address->connect().wait(ws);
-  if (tls) connection = protocol::TlsStream::connect(*tls->context, kj::mv(connection), "127.0.0.1").wait(ws);
-  auto net = network(*connection, capnp::rpc::twoparty::Side::CLIENT, plan.tensordWindow);
-  auto rpc = capnp::makeRpcClient(*net);
-  capnp::MallocMessageBuilder vatIdMessage(8);
-  auto vatId = vatIdMessage.initRoot<capnp::rpc::twoparty::VatId>();
-  vatId.setSide(capnp::rpc::twoparty::Side::SERVER);
-  auto echo = rpc.bootstrap(vatId).castAs<proto::Echo>();
-
-  FloorResults results;
-  for (int i = 0; i < plan.pingWarmup + plan.pings; ++i) {
-    auto start = Clock::now();
-    auto request = echo.pingRequest();
-    request.setValue(uint64_t(i));
-    auto response = request.send().wait(ws);
-    double seconds = since(start);
-    if (response.getValue() != uint64_t(i)) throw std::runtime_error("echo ping returned the wrong value");
-    if (i >= plan.pingWarmup) results.pingSeconds.push_back(seconds);
+// The server on its thread; the client on another, which runs one job at a
+// time for the caller, who waits for it.
+struct Floor::Impl {
+  explicit Impl(const Options& options) : options(options), server(options) {
+    std::promise<void> ready;
+    auto connected = ready.get_future();
+    client = std::thread([this, &ready] { run(ready); });
+    connected.get();
+  }
+  ~Impl() {
+    {
+      std::lock_guard lock(mutex);
+      stop = true;
+    }
+    wake.notify_one();
+    client.join();
   }
 
-  // Chains: each call's input is the result of the call before, still on
-  // its way (promise pipelining); only the last is waited for. The first
-  // chain warms up and is not timed.
-  for (int c = plan.chains > 0 ? -1 : 0; c < plan.chains; ++c) {
-    proto::Link::Client link = echo.chainRequest().send().wait(ws).getOutput();
+  // Runs `job` on the client's thread; returns (or throws) as it does.
+  void call(std::function<void(ClientSide&)> job) {
+    std::packaged_task<void(ClientSide&)> task(std::move(job));
+    auto done = task.get_future();
+    {
+      std::lock_guard lock(mutex);
+      pending = std::move(task);
+    }
+    wake.notify_one();
+    done.get();
+  }
+
+  void run(std::promise<void>& ready) {
+    try {
+      auto io = kj::setupAsyncIo();
+      auto& ws = io.waitScope;
+      std::optional<FloorTls> tls;  // outlives the connection it wraps
+      if (usesTls(options)) tls.emplace(options, false);
+      auto address = io.provider->getNetwork().parseAddress("127.0.0.1", server.port()).wait(ws);
+      auto connection = address->connect().wait(ws);
+      if (tls) connection = protocol::TlsStream::connect(*tls->context, kj::mv(connection), "127.0.0.1").wait(ws);
+      auto net = network(*connection, capnp::rpc::twoparty::Side::CLIENT, options.tensordWindow);
+      auto rpc = capnp::makeRpcClient(*net);
+      capnp::MallocMessageBuilder vatIdMessage(8);
+      auto vatId = vatIdMessage.initRoot<capnp::rpc::twoparty::VatId>();
+      vatId.setSide(capnp::rpc::twoparty::Side::SERVER);
+      ClientSide side{ws, rpc.bootstrap(vatId).castAs<proto::Echo>(), std::max<uint32_t>(1, options.chunkBytes)};
+      ready.set_value();
+      for (;;) {
+        std::packaged_task<void(ClientSide&)> task;
+        {
+          std::unique_lock lock(mutex);
+          wake.wait(lock, [this] { return stop || pending.valid(); });
+          if (stop) return;
+          task = std::move(pending);
+        }
+        task(side);  // an exception lands in the caller's future
+      }
+    } catch (...) {
+      try {
+        ready.set_exception(std::current_exception());
+      } catch (const std::future_error&) {  // already connected: the job's caller gets it
+      }
+    }
+  }
+
+  const Options options;
+  EchoServer server;
+  std::thread client;
+  std::mutex mutex;
+  std::condition_variable wake;
+  std::packaged_task<void(ClientSide&)> pending;  // guarded by mutex
+  bool stop = false;                              // guarded by mutex
+};
+
+Floor::Floor(const Options& options) : impl_(std::make_unique<Impl>(options)) {}
+Floor::~Floor() = default;
+
+std::vector<double> Floor::pings(int count) {
+  std::vector<double> seconds;
+  impl_->call([&](ClientSide& c) {
+    for (int i = 0; i < count; ++i) {
+      auto start = Clock::now();
+      auto request = c.echo.pingRequest();
+      request.setValue(uint64_t(i));
+      auto response = request.send().wait(c.ws);
+      seconds.push_back(since(start));
+      if (response.getValue() != uint64_t(i)) throw std::runtime_error("echo ping returned the wrong value");
+    }
+  });
+  return seconds;
+}
+
+double Floor::chain(int length) {
+  double seconds = 0;
+  impl_->call([&](ClientSide& c) {
+    proto::Link::Client link = c.echo.chainRequest().send().wait(c.ws).getOutput();
     auto start = Clock::now();
     std::optional<capnp::RemotePromise<proto::Echo::ChainResults>> last;
-    for (int i = 0; i < plan.chainLength; ++i) {
-      auto request = echo.chainRequest();
+    for (int i = 0; i < length; ++i) {
+      auto request = c.echo.chainRequest();
       request.setInput(link);
       last.emplace(request.send());
       link = last->getOutput();
     }
-    if (last) last->wait(ws);
-    if (c >= 0) results.chainSeconds.push_back(since(start));
-  }
+    if (last) last->wait(c.ws);
+    seconds = since(start);
+  });
+  return seconds;
+}
 
-  auto source = kj::arrayPtr(reinterpret_cast<const kj::byte*>(plan.source.data()), plan.source.size());
-  for (size_t s = 0; s < plan.transferBytes.size(); ++s) {
-    uint64_t bytes = plan.transferBytes[s];
-    if (bytes > source.size()) throw std::invalid_argument("floor plan: source smaller than a transfer");
-    auto& up = results.uploadSeconds.emplace_back();
-    auto& down = results.downloadSeconds.emplace_back();
-    for (int r = 0; r < plan.transferRepeats[s]; ++r) {
-      // Upload: a server-side sink takes the bytes in chunks.
-      auto start = Clock::now();
-      proto::Sink::Client sink = echo.uploadRequest().send().getSink();
-      for (uint64_t offset = 0; offset < bytes; offset += plan.chunkBytes) {
-        size_t n = size_t(std::min<uint64_t>(plan.chunkBytes, bytes - offset));
-        auto request = sink.writeRequest();
-        request.setData(source.slice(offset, offset + n));
-        request.send().wait(ws);  // returns at once while the flow window has room
-      }
-      uint64_t got = sink.doneRequest().send().wait(ws).getBytes();
-      up.push_back(since(start));
-      if (got != bytes) throw std::runtime_error("echo upload lost bytes");
-
-      // Download: the server streams into a sink here.
-      auto counter = kj::heap<CountingSink>();
-      proto::Sink::Client local = kj::mv(counter);
-      start = Clock::now();
-      auto request = echo.downloadRequest();
-      request.setSink(local);
-      request.setBytes(bytes);
-      request.setChunkBytes(plan.chunkBytes);
-      request.send().wait(ws);
-      down.push_back(since(start));
+double Floor::upload(std::span<const std::byte> bytes) {
+  double seconds = 0;
+  impl_->call([&](ClientSide& c) {
+    auto source = kj::arrayPtr(reinterpret_cast<const kj::byte*>(bytes.data()), bytes.size());
+    auto start = Clock::now();
+    proto::Sink::Client sink = c.echo.uploadRequest().send().getSink();
+    for (size_t offset = 0; offset < source.size(); offset += c.chunkBytes) {
+      size_t n = std::min<size_t>(c.chunkBytes, source.size() - offset);
+      auto request = sink.writeRequest();
+      request.setData(source.slice(offset, offset + n));
+      request.send().wait(c.ws);  // returns at once while the flow window has room
     }
-  }
-  return results;
+    uint64_t got = sink.doneRequest().send().wait(c.ws).getBytes();
+    seconds = since(start);
+    if (got != source.size()) throw std::runtime_error("echo upload lost bytes");
+  });
+  return seconds;
+}
+
+double Floor::download(uint64_t bytes) {
+  double seconds = 0;
+  impl_->call([&](ClientSide& c) {
+    proto::Sink::Client local = kj::heap<CountingSink>();
+    auto start = Clock::now();
+    auto request = c.echo.downloadRequest();
+    request.setSink(local);
+    request.setBytes(bytes);
+    request.setChunkBytes(c.chunkBytes);
+    request.send().wait(c.ws);
+    seconds = since(start);
+  });
+  return seconds;
 }
 
 }  // namespace tensord::bench

@@ -16,6 +16,9 @@
 //     both into a fresh vector (bytes()) and into a reused buffer (bytesInto());
 //   - the tiny op and transfers again over TLS, on a second daemon started
 //     with a throwaway certificate, vs the same floor over TLS.
+// The floor's samples are taken alternately with tensord's (in rounds of
+// the tiny op's calls, repeat by repeat for chains and transfers), so that
+// both sides of a ratio see the host as it was at the time.
 // It starts its own daemons on 127.0.0.1:0 unless --connect names one (TLS
 // is then not measured). The figures are printed as a table and as one JSON
 // document (a line at the end, or --json FILE).
@@ -29,16 +32,15 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <future>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <tuple>
+#include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "bench/echo_floor.h"
 #include "bench/stats.h"
@@ -224,9 +226,31 @@ ManyClients runClients(const ConnectOptions& connect, int clients, int calls) {
   return out;
 }
 
+// A size's transfers: tensord's, and the floor's taken alternately with them.
 struct TransferTimes {
   std::vector<double> upload, download, downloadInto;
+  std::vector<double> floorUpload, floorDownload;
 };
+
+// The floor's samples are taken alternately with tensord's, in rounds (a
+// round of each, then the next), so that what drifts on a host over a run
+// (a neighbour's load, the clock) lands on both sides of a ratio.
+constexpr int kRounds = 10;
+
+// `total` samples of `ours` and of `theirs` (each a function of how many to
+// take), alternately in kRounds rounds, after `warmup` of each not kept.
+template <class Ours, class Theirs>
+std::pair<std::vector<double>, std::vector<double>> alternately(int warmup, int total, Ours ours, Theirs theirs) {
+  ours(warmup);
+  theirs(warmup);
+  std::pair<std::vector<double>, std::vector<double>> out;
+  for (int r = 0; r < kRounds; ++r) {
+    const int n = total * (r + 1) / kRounds - total * r / kRounds;
+    for (double t : ours(n)) out.first.push_back(t);
+    for (double t : theirs(n)) out.second.push_back(t);
+  }
+  return out;
+}
 
 // Tiny adds on `one`, each waited for: the latency of each after `warmup`.
 std::vector<double> timeTinyOps(const Tensor& one, int warmup, int iterations) {
@@ -238,6 +262,13 @@ std::vector<double> timeTinyOps(const Tensor& one, int warmup, int iterations) {
     if (i >= warmup) tiny.push_back(since(start));
   }
   return tiny;
+}
+
+// The tiny op and the floor's trivial call, alternately (`alternately`).
+std::pair<std::vector<double>, std::vector<double>> timeTinyOpsAndFloor(const Tensor& one, Floor& floor, int warmup,
+                                                                        int iterations) {
+  return alternately(
+      warmup, iterations, [&](int n) { return timeTinyOps(one, 0, n); }, [&](int n) { return floor.pings(n); });
 }
 
 // The same op with its 4-byte result read back, which waits for the device:
@@ -256,8 +287,10 @@ std::vector<double> timeTinyReads(const Tensor& one, int warmup, int iterations)
 }
 
 // f32 tensors of `bytes` from `source`, up then down `repeats` times, each
-// download checked against what went up.
-TransferTimes timeTransfers(Client& client, std::span<const std::byte> source, uint64_t bytes, int repeats) {
+// download checked against what went up; after each repeat, the floor's
+// upload and download of the same bytes.
+TransferTimes timeTransfers(Client& client, Floor& floor, std::span<const std::byte> source, uint64_t bytes,
+                            int repeats) {
   TransferTimes t;
   const auto sent = source.first(bytes);
   // The caller's buffer, reused by every repeat: its pages are faulted in
@@ -281,35 +314,28 @@ TransferTimes timeTransfers(Client& client, std::span<const std::byte> source, u
     if (std::memcmp(reused.data(), sent.data(), bytes) != 0) {
       throw std::runtime_error("a tensor downloaded into a reused buffer differs from the uploaded bytes");
     }
+    t.floorUpload.push_back(floor.upload(sent));
+    t.floorDownload.push_back(floor.download(bytes));
   }
   return t;
 }
 
-// The floor of `sizes` (with their repeats), on its own threads: the
-// calling thread's event loop belongs to its client.
-FloorResults floorOf(const Options& o, int warmup, const std::vector<uint64_t>& sizes, const std::vector<int>& repeats,
-                     std::span<const std::byte> source, const testing::SelfSignedCertificate* tls) {
-  FloorPlan plan{.pingWarmup = warmup,
-                 .pings = o.iterations,
-                 .chains = tls ? 0 : o.chainRepeats,
-                 .chainLength = kChainLength,
-                 .transferBytes = sizes,
-                 .transferRepeats = repeats,
-                 .chunkBytes = 1u << 20,
-                 .source = source,
-                 .tensordWindow = o.floorTensordWindow};
+// The floor's connection: tensord's stream window unless --floor-window
+// capnp; TLS with `tls`'s certificate where given.
+Floor::Options floorOptions(const Options& o, const testing::SelfSignedCertificate* tls) {
+  Floor::Options f{.tensordWindow = o.floorTensordWindow};
   if (tls) {
-    plan.tlsCertPem = tls->certPem();
-    plan.tlsKeyPem = tls->keyPem();
+    f.tlsCertPem = tls->certPem();
+    f.tlsKeyPem = tls->keyPem();
   }
-  return std::async(std::launch::async, [&] { return measureFloor(plan); }).get();
+  return f;
 }
 
 // The tiny op's p50 / p99 against the floor's: table rows and JSON.
-nlohmann::json tinyRows(const std::string& label, const std::vector<double>& tiny, const FloorResults& floor) {
+nlohmann::json tinyRows(const std::string& label, const std::vector<double>& tiny, const std::vector<double>& floor) {
   nlohmann::json out = nlohmann::json::object();
   for (double p : {50.0, 99.0}) {
-    double t = percentile(tiny, p), f = percentile(floor.pingSeconds, p);
+    double t = percentile(tiny, p), f = percentile(floor, p);
     const std::string name = "p" + std::to_string(int(p));
     row(label + " " + name, {micros(t), micros(f), ratio(t / f)});
     out[name] = {{"tensord_s", t}, {"floor_s", f}, {"ratio", t / f}};
@@ -319,13 +345,13 @@ nlohmann::json tinyRows(const std::string& label, const std::vector<double>& tin
 
 // Transfer rates against the floor's: table rows and JSON.
 nlohmann::json transferRows(const std::vector<uint64_t>& sizes, const std::vector<int>& repeats,
-                            const std::vector<TransferTimes>& transfers, const FloorResults& floor) {
+                            const std::vector<TransferTimes>& transfers) {
   nlohmann::json out = nlohmann::json::array();
   for (size_t s = 0; s < sizes.size(); ++s) {
     const uint64_t bytes = sizes[s];
     const double up = median(transfers[s].upload), down = median(transfers[s].download);
     const double into = median(transfers[s].downloadInto);
-    const double fUp = median(floor.uploadSeconds[s]), fDown = median(floor.downloadSeconds[s]);
+    const double fUp = median(transfers[s].floorUpload), fDown = median(transfers[s].floorDownload);
     const std::string repeatsNote = " (x" + std::to_string(repeats[s]) + ")";
     row("upload " + sizeName(bytes) + repeatsNote, {gbps(bytes, up), gbps(bytes, fUp), ratio(fUp / up)});
     row("download " + sizeName(bytes) + repeatsNote, {gbps(bytes, down), gbps(bytes, fDown), ratio(fDown / down)});
@@ -351,10 +377,9 @@ const char* floorWindowName(const Options& o) { return o.floorTensordWindow ? "t
 // Over TLS: a daemon of its own with a throwaway certificate, the tiny op and
 // the transfers of --tls-sizes, and the floor over TLS.
 struct TlsRun {
-  std::vector<double> tiny;
+  std::vector<double> tiny, floorPings;
   std::vector<int> repeats;
   std::vector<TransferTimes> transfers;
-  FloorResults floor;
 };
 
 TlsRun measureTls(const Options& o, int warmup, std::span<const std::byte> source) {
@@ -367,20 +392,20 @@ TlsRun measureTls(const Options& o, int warmup, std::span<const std::byte> sourc
   testing::DaemonProcess daemon(d);
   TlsRun run;
   {
+    Floor floor(floorOptions(o, &certificate));
     Client client({.address = "tls://" + daemon.address(), .token = d.token, .caFile = certificate.certFile().string()});
     Tensor one = client.upload(Shape{1}, std::vector<float>{1.0f});
     one.wait();
-    run.tiny = timeTinyOps(one, warmup, o.iterations);
+    std::tie(run.tiny, run.floorPings) = timeTinyOpsAndFloor(one, floor, warmup, o.iterations);
     for (uint64_t bytes : o.tlsSizes) {
       run.repeats.push_back(repeatsFor(o, bytes));
-      run.transfers.push_back(timeTransfers(client, source, bytes, run.repeats.back()));
+      run.transfers.push_back(timeTransfers(client, floor, source, bytes, run.repeats.back()));
     }
   }
   auto status = daemon.stop();
   if (!status || *status != 0) {
     throw std::runtime_error("the TLS daemon did not exit cleanly on SIGTERM; its log:\n" + daemon.log());
   }
-  run.floor = floorOf(o, warmup, o.tlsSizes, run.repeats, source, &certificate);
   return run;
 }
 
@@ -403,12 +428,14 @@ int run(const Options& o) {
 
   Client client(connectOptions);
   DaemonInfo info = client.info();
+  Floor floor(floorOptions(o, nullptr));
 
-  // Tiny op: add on 1-element tensors, each call waited for.
+  // Tiny op: add on 1-element tensors, each call waited for, alternately
+  // with the floor's trivial call.
   Tensor one = client.upload(Shape{1}, std::vector<float>{1.0f});
   one.wait();
   int warmup = std::min(50, o.iterations);
-  std::vector<double> tiny = timeTinyOps(one, warmup, o.iterations);
+  auto [tiny, floorPings] = timeTinyOpsAndFloor(one, floor, warmup, o.iterations);
   std::vector<double> tinyRead = timeTinyReads(one, warmup, o.iterations);
 
   // The fixed cost of a transfer, with no bytes to speak of: a 4-byte upload
@@ -431,7 +458,7 @@ int run(const Options& o) {
   // Each way is timed in a loop of its own, so that the daemon's clean-up
   // of one way's results (freeing 100 intermediates) does not land in the
   // next way's timing.
-  std::vector<double> pipelined, batched, graphed, sequential;
+  std::vector<double> pipelined, barePipelined, batched, graphed, sequential;
   Graph chain = client.capture({{DType::F32, Shape{1}}}, [&](const std::vector<Tensor>& in) {
     Tensor x = in[0];
     for (int i = 0; i < kChainLength; ++i) x = x + one;
@@ -442,6 +469,8 @@ int run(const Options& o) {
       throw std::runtime_error(std::string("the ") + what + " chain computed a wrong value");
     }
   };
+  // ... the pipelined one alternately with the same chain of bare calls.
+  floor.chain(kChainLength);  // warm-up
   for (int r = 0; r < o.chainRepeats; ++r) {
     auto start = Clock::now();
     Tensor x = one;
@@ -449,6 +478,7 @@ int run(const Options& o) {
     x.wait();
     pipelined.push_back(since(start));
     if (r == 0) check(x, "pipelined");
+    barePipelined.push_back(floor.chain(kChainLength));
   }
   for (int r = 0; r < o.chainRepeats; ++r) {
     auto start = Clock::now();
@@ -494,15 +524,13 @@ int run(const Options& o) {
   std::vector<ManyClients> many;
   for (int clients : kClientCounts) many.push_back(runClients(connectOptions, clients, std::max(20, o.iterations / clients)));
 
-  // Transfers: f32 tensors of each size, up then down.
+  // Transfers: f32 tensors of each size, up then down, and the floor's.
   std::vector<TransferTimes> transfers;
   std::vector<int> repeats;
   for (uint64_t bytes : o.sizes) {
     repeats.push_back(repeatsFor(o, bytes));
-    transfers.push_back(timeTransfers(client, source, bytes, repeats.back()));
+    transfers.push_back(timeTransfers(client, floor, source, bytes, repeats.back()));
   }
-
-  FloorResults floor = floorOf(o, warmup, o.sizes, repeats, source, nullptr);
 
   // Over TLS, on a daemon of its own, once this one is idle.
   std::optional<TlsRun> tls;
@@ -528,11 +556,11 @@ int run(const Options& o) {
 
   std::printf("round trip (%d calls each)\n", o.iterations);
   row("", {"tensord", "capnp floor", "tensord/floor"});
-  json["tiny_op"] = tinyRows("tiny op (add, 1 element)", tiny, floor);
-  json["tiny_op_read"] = tinyRows("... its result read back", tinyRead, floor);
+  json["tiny_op"] = tinyRows("tiny op (add, 1 element)", tiny, floorPings);
+  json["tiny_op_read"] = tinyRows("... its result read back", tinyRead, floorPings);
   for (const auto& [label, key, times] : {std::tuple{"upload 4 bytes + wait p50", "upload_4_bytes", &tinyUp},
                                           {"download 4 bytes p50", "download_4_bytes", &tinyDown}}) {
-    double t = percentile(*times, 50), f = percentile(floor.pingSeconds, 50);
+    double t = percentile(*times, 50), f = percentile(floorPings, 50);
     row(label, {micros(t), micros(f), ratio(t / f)});
     json[key] = {{"tensord_p50_s", t}, {"floor_p50_s", f}, {"ratio", t / f}};
   }
@@ -541,11 +569,11 @@ int run(const Options& o) {
               graphRuns);
   row("", {"tensord", "capnp floor", "ratio"});
   const double pipe = median(pipelined), seq = median(sequential);
-  const double bare = percentile(floor.pingSeconds, 50);
+  const double bare = percentile(floorPings, 50);
   row("pipelined, one wait (/ floor)", {millis(pipe), micros(bare), ratio(pipe / bare)});
   // The same chain of bare Cap'n Proto calls: what pipelining 100 calls
   // costs with nothing behind them.
-  const double barePipe = median(floor.chainSeconds);
+  const double barePipe = median(barePipelined);
   row("pipelined (/ capnp's pipelined chain)", {millis(pipe), millis(barePipe), ratio(pipe / barePipe)});
   const double batch = median(batched);
   row("in one Batch, one wait (/ floor)", {millis(batch), micros(bare), ratio(batch / bare)});
@@ -584,13 +612,13 @@ int run(const Options& o) {
       "\"download\" lands in a fresh vector (bytes()), \"into reused\" in one buffer (bytesInto())\n",
       floorWindowName(o));
   row("", {"tensord", "capnp floor", "tensord/floor"});
-  json["transfers"] = transferRows(o.sizes, repeats, transfers, floor);
+  json["transfers"] = transferRows(o.sizes, repeats, transfers);
 
   if (tls) {
     std::printf("\nover TLS (a second daemon, a self-signed certificate; the floor over the same TLS stream)\n");
     row("", {"tensord", "capnp floor", "tensord/floor"});
-    json["tls"] = {{"tiny_op", tinyRows("tiny op (add, 1 element)", tls->tiny, tls->floor)},
-                   {"transfers", transferRows(o.tlsSizes, tls->repeats, tls->transfers, tls->floor)}};
+    json["tls"] = {{"tiny_op", tinyRows("tiny op (add, 1 element)", tls->tiny, tls->floorPings)},
+                   {"transfers", transferRows(o.tlsSizes, tls->repeats, tls->transfers)}};
   } else {
     std::printf("\nover TLS: not measured (%s)\n", daemon ? "--no-tls" : "--connect: TLS runs on daemons it starts");
     json["tls"] = nullptr;
