@@ -27,11 +27,12 @@ def check_figures(path, node):
 
 def main():
     doc = json.load(open(sys.argv[1]))
-    for key in ("tiny_op", "tiny_op_read", "upload_4_bytes", "download_4_bytes", "chain", "clients", "transfers", "tls"):
+    for key in ("tiny_op", "trivial_call", "tiny_op_read", "upload_4_bytes", "download_4_bytes", "chain", "clients",
+                "transfers", "tls"):
         if key not in doc:
             sys.exit(f"no '{key}' in {sys.argv[1]}")
     for p in ("p50", "p99"):
-        for key in ("tiny_op", "tiny_op_read"):
+        for key in ("tiny_op", "trivial_call", "tiny_op_read"):
             for side in ("tensord_s", "floor_s", "ratio"):
                 positive(f"{key}.{p}.{side}", doc[key][p][side])
     for key in ("graph_read_s", "floor_pipelined_s", "pipelined_floor_ratio"):
@@ -41,7 +42,8 @@ def main():
     if not doc["transfers"] or not doc["tls"] or not doc["tls"]["transfers"]:
         sys.exit("transfers: a size each, plain and over TLS, expected")
     for p in ("p50", "p99"):
-        positive(f"tls.tiny_op.{p}.ratio", doc["tls"]["tiny_op"][p]["ratio"])
+        for key in ("tiny_op", "trivial_call"):
+            positive(f"tls.{key}.{p}.ratio", doc["tls"][key][p]["ratio"])
     check_figures("", doc)
     print(f"ok: {len(doc['transfers'])} plain and {len(doc['tls']['transfers'])} TLS transfer sizes")
 

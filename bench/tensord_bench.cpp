@@ -32,6 +32,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -237,17 +238,17 @@ struct TransferTimes {
 // (a neighbour's load, the clock) lands on both sides of a ratio.
 constexpr int kRounds = 10;
 
-// `total` samples of `ours` and of `theirs` (each a function of how many to
-// take), alternately in kRounds rounds, after `warmup` of each not kept.
-template <class Ours, class Theirs>
-std::pair<std::vector<double>, std::vector<double>> alternately(int warmup, int total, Ours ours, Theirs theirs) {
-  ours(warmup);
-  theirs(warmup);
-  std::pair<std::vector<double>, std::vector<double>> out;
+// `total` samples of each of `ways` (each a function of how many to take),
+// one after another in kRounds rounds, after `warmup` of each not kept.
+using Sampler = std::function<std::vector<double>(int)>;
+std::vector<std::vector<double>> alternately(int warmup, int total, const std::vector<Sampler>& ways) {
+  for (const auto& way : ways) way(warmup);
+  std::vector<std::vector<double>> out(ways.size());
   for (int r = 0; r < kRounds; ++r) {
     const int n = total * (r + 1) / kRounds - total * r / kRounds;
-    for (double t : ours(n)) out.first.push_back(t);
-    for (double t : theirs(n)) out.second.push_back(t);
+    for (size_t w = 0; w < ways.size(); ++w) {
+      for (double t : ways[w](n)) out[w].push_back(t);
+    }
   }
   return out;
 }
@@ -264,11 +265,31 @@ std::vector<double> timeTinyOps(const Tensor& one, int warmup, int iterations) {
   return tiny;
 }
 
-// The tiny op and the floor's trivial call, alternately (`alternately`).
-std::pair<std::vector<double>, std::vector<double>> timeTinyOpsAndFloor(const Tensor& one, Floor& floor, int warmup,
-                                                                        int iterations) {
-  return alternately(
-      warmup, iterations, [&](int n) { return timeTinyOps(one, 0, n); }, [&](int n) { return floor.pings(n); });
+// The daemon's own trivial call, Tensor.info (a handle's metadata: no op,
+// no device work), each waited for. Between it and the floor's call lies
+// what a connection to the daemon costs; between it and the tiny op, the
+// op's own way through the daemon.
+std::vector<double> timeTrivialCalls(const Tensor& one, int iterations) {
+  std::vector<double> times;
+  for (int i = 0; i < iterations; ++i) {
+    auto start = Clock::now();
+    TensorInfo info = one.info();
+    times.push_back(since(start));
+    if (info.shape != Shape{1}) throw std::runtime_error("Tensor.info returned a wrong shape");
+  }
+  return times;
+}
+
+// The tiny op, the daemon's trivial call and the floor's trivial call,
+// alternately (`alternately`).
+struct RoundTrips {
+  std::vector<double> tiny, trivial, floor;
+};
+RoundTrips timeRoundTrips(const Tensor& one, Floor& floor, int warmup, int iterations) {
+  auto t = alternately(warmup, iterations,
+                       {[&](int n) { return timeTinyOps(one, 0, n); }, [&](int n) { return timeTrivialCalls(one, n); },
+                        [&](int n) { return floor.pings(n); }});
+  return {std::move(t[0]), std::move(t[1]), std::move(t[2])};
 }
 
 // The same op with its 4-byte result read back, which waits for the device:
@@ -377,7 +398,7 @@ const char* floorWindowName(const Options& o) { return o.floorTensordWindow ? "t
 // Over TLS: a daemon of its own with a throwaway certificate, the tiny op and
 // the transfers of --tls-sizes, and the floor over TLS.
 struct TlsRun {
-  std::vector<double> tiny, floorPings;
+  RoundTrips roundTrips;
   std::vector<int> repeats;
   std::vector<TransferTimes> transfers;
 };
@@ -396,7 +417,7 @@ TlsRun measureTls(const Options& o, int warmup, std::span<const std::byte> sourc
     Client client({.address = "tls://" + daemon.address(), .token = d.token, .caFile = certificate.certFile().string()});
     Tensor one = client.upload(Shape{1}, std::vector<float>{1.0f});
     one.wait();
-    std::tie(run.tiny, run.floorPings) = timeTinyOpsAndFloor(one, floor, warmup, o.iterations);
+    run.roundTrips = timeRoundTrips(one, floor, warmup, o.iterations);
     for (uint64_t bytes : o.tlsSizes) {
       run.repeats.push_back(repeatsFor(o, bytes));
       run.transfers.push_back(timeTransfers(client, floor, source, bytes, run.repeats.back()));
@@ -435,7 +456,9 @@ int run(const Options& o) {
   Tensor one = client.upload(Shape{1}, std::vector<float>{1.0f});
   one.wait();
   int warmup = std::min(50, o.iterations);
-  auto [tiny, floorPings] = timeTinyOpsAndFloor(one, floor, warmup, o.iterations);
+  RoundTrips roundTrips = timeRoundTrips(one, floor, warmup, o.iterations);
+  const std::vector<double>& tiny = roundTrips.tiny;
+  const std::vector<double>& floorPings = roundTrips.floor;
   std::vector<double> tinyRead = timeTinyReads(one, warmup, o.iterations);
 
   // The fixed cost of a transfer, with no bytes to speak of: a 4-byte upload
@@ -557,6 +580,7 @@ int run(const Options& o) {
   std::printf("round trip (%d calls each)\n", o.iterations);
   row("", {"tensord", "capnp floor", "tensord/floor"});
   json["tiny_op"] = tinyRows("tiny op (add, 1 element)", tiny, floorPings);
+  json["trivial_call"] = tinyRows("trivial call (Tensor.info)", roundTrips.trivial, floorPings);
   json["tiny_op_read"] = tinyRows("... its result read back", tinyRead, floorPings);
   for (const auto& [label, key, times] : {std::tuple{"upload 4 bytes + wait p50", "upload_4_bytes", &tinyUp},
                                           {"download 4 bytes p50", "download_4_bytes", &tinyDown}}) {
@@ -617,8 +641,10 @@ int run(const Options& o) {
   if (tls) {
     std::printf("\nover TLS (a second daemon, a self-signed certificate; the floor over the same TLS stream)\n");
     row("", {"tensord", "capnp floor", "tensord/floor"});
-    json["tls"] = {{"tiny_op", tinyRows("tiny op (add, 1 element)", tls->tiny, tls->floorPings)},
-                   {"transfers", transferRows(o.tlsSizes, tls->repeats, tls->transfers)}};
+    json["tls"] = {
+        {"tiny_op", tinyRows("tiny op (add, 1 element)", tls->roundTrips.tiny, tls->roundTrips.floor)},
+        {"trivial_call", tinyRows("trivial call (Tensor.info)", tls->roundTrips.trivial, tls->roundTrips.floor)},
+        {"transfers", transferRows(o.tlsSizes, tls->repeats, tls->transfers)}};
   } else {
     std::printf("\nover TLS: not measured (%s)\n", daemon ? "--no-tls" : "--connect: TLS runs on daemons it starts");
     json["tls"] = nullptr;
