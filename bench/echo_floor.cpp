@@ -224,7 +224,12 @@ struct Floor::Impl {
     std::promise<void> ready;
     auto connected = ready.get_future();
     client = std::thread([this, &ready] { run(ready); });
-    connected.get();
+    try {
+      connected.get();
+    } catch (...) {
+      client.join();  // it returned after failing to connect
+      throw;
+    }
   }
   ~Impl() {
     {
