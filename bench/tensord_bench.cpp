@@ -34,7 +34,6 @@
 #include <fstream>
 #include <functional>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -42,6 +41,8 @@
 #include <tuple>
 #include <utility>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "bench/echo_floor.h"
 #include "bench/stats.h"
@@ -253,14 +254,14 @@ std::vector<std::vector<double>> alternately(int warmup, int total, const std::v
   return out;
 }
 
-// Tiny adds on `one`, each waited for: the latency of each after `warmup`.
-std::vector<double> timeTinyOps(const Tensor& one, int warmup, int iterations) {
+// Tiny adds on `one`, each waited for: the latency of each.
+std::vector<double> timeTinyOps(const Tensor& one, int iterations) {
   std::vector<double> tiny;
-  for (int i = 0; i < warmup + iterations; ++i) {
+  for (int i = 0; i < iterations; ++i) {
     auto start = Clock::now();
     Tensor sum = one + one;
     sum.wait();
-    if (i >= warmup) tiny.push_back(since(start));
+    tiny.push_back(since(start));
   }
   return tiny;
 }
@@ -287,7 +288,7 @@ struct RoundTrips {
 };
 RoundTrips timeRoundTrips(const Tensor& one, Floor& floor, int warmup, int iterations) {
   auto t = alternately(warmup, iterations,
-                       {[&](int n) { return timeTinyOps(one, 0, n); }, [&](int n) { return timeTrivialCalls(one, n); },
+                       {[&](int n) { return timeTinyOps(one, n); }, [&](int n) { return timeTrivialCalls(one, n); },
                         [&](int n) { return floor.pings(n); }});
   return {std::move(t[0]), std::move(t[1]), std::move(t[2])};
 }
